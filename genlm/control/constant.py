@@ -1,0 +1,36 @@
+"""End markers shared by every potential and sampler."""
+
+from __future__ import annotations
+
+
+class EndOfSequence:
+    """A marker that ends a sequence; it compares equal only to markers of its kind.
+
+    `EOS` ends a whole sequence. `EOT` ends a turn (a unit of a multi-token sampler).
+    """
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str = "EOS"):
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return self.kind
+
+    def __str__(self) -> str:
+        return self.kind
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EndOfSequence) and other.kind == self.kind
+
+    def __hash__(self) -> int:
+        return hash(("genlm.control.EndOfSequence", self.kind))
+
+    def __reduce__(self):
+        return (EndOfSequence, (self.kind,))
+
+
+EOS = EndOfSequence("EOS")
+EOT = EndOfSequence("EOT")
+
+__all__ = ["EOS", "EOT", "EndOfSequence"]

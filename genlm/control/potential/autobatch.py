@@ -1,0 +1,122 @@
+"""`AutoBatchedPotential`: concurrent calls to a potential served as batches."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from genlm.control.potential.base import Potential
+from genlm.control.weights import LazyWeights
+from genlm.control.window import BatchAbandoned, Window
+
+
+class _Calls(NamedTuple):
+    """The contexts of one caller, single or batch."""
+
+    contexts: Sequence[list]
+
+
+class AutoBatchedPotential(Potential):
+    """A view of a potential whose concurrent calls are collected and batched.
+
+    Single calls (`prefix`, `complete`, `score`, `logw_next`) and batch calls made
+    within one pass of the event loop are joined, per method, into one call of the
+    inner potential's `batch_*` method. An exception in that call reaches every
+    caller of the batch; a caller that is cancelled strands nobody (see
+    `genlm.control.window`). Values are the inner potential's.
+
+    Use `potential.to_autobatched()`, which returns one wrapper per potential.
+    """
+
+    def __init__(self, potential: Potential):
+        if isinstance(potential, AutoBatchedPotential):
+            raise TypeError("potential is already autobatched")
+        self.potential = potential
+        super().__init__(tables=potential.tables)
+        self._windows = {
+            "prefix": Window(self._flusher(potential.batch_prefix)),
+            "complete": Window(self._flusher(potential.batch_complete)),
+            "score": Window(self._flusher(potential.batch_score)),
+            "logw_next": Window(self._flusher(potential.batch_logw_next)),
+        }
+
+    @classmethod
+    def of(cls, potential: Potential) -> "AutoBatchedPotential":
+        """The autobatched view of `potential`, created once and then reused."""
+        if isinstance(potential, AutoBatchedPotential):
+            return potential
+        view = potential.__dict__.get("_autobatched")
+        if view is None:
+            view = cls(potential)
+            potential.__dict__["_autobatched"] = view
+        return view
+
+    @staticmethod
+    def _flusher(batch_method):
+        async def flush(requests: list[_Calls]) -> list[list]:
+            contexts = [c for r in requests for c in r.contexts]
+            results = list(await batch_method(contexts))
+            out, start = [], 0
+            for r in requests:
+                out.append(results[start : start + len(r.contexts)])
+                start += len(r.contexts)
+            return out
+
+        return flush
+
+    async def _one(self, name: str, context) -> Any:
+        return (await self._windows[name].submit(_Calls([context])))[0]
+
+    async def _many(self, name: str, contexts) -> list:
+        if not contexts:
+            return []
+        return await self._windows[name].submit(_Calls(list(contexts)))
+
+    async def prefix(self, context) -> float:
+        return float(await self._one("prefix", context))
+
+    async def complete(self, context) -> float:
+        return float(await self._one("complete", context))
+
+    async def score(self, context) -> float:
+        return float(await self._one("score", context))
+
+    async def logw_next(self, context) -> LazyWeights:
+        return await self._one("logw_next", context)
+
+    async def batch_prefix(self, contexts):
+        return np.asarray(await self._many("prefix", contexts), dtype=np.float64)
+
+    async def batch_complete(self, contexts):
+        return np.asarray(await self._many("complete", contexts), dtype=np.float64)
+
+    async def batch_score(self, contexts):
+        return np.asarray(await self._many("score", contexts), dtype=np.float64)
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        return await self._many("logw_next", contexts)
+
+    async def sparse_logw_next(self, context):
+        return await self.potential.sparse_logw_next(context)
+
+    def alloc_rows(self, n: int):
+        return self.potential.alloc_rows(n)
+
+    def spawn(self) -> "AutoBatchedPotential":
+        return AutoBatchedPotential.of(self.potential.spawn())
+
+    def cleanup(self) -> None:
+        self.potential.cleanup()
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for attributes this view lacks: forward to the inner potential.
+        if name.startswith("__") or name == "potential":
+            raise AttributeError(name)
+        return getattr(self.potential, name)
+
+    def __repr__(self) -> str:
+        return f"AutoBatchedPotential({self.potential!r})"
+
+
+__all__ = ["AutoBatchedPotential", "BatchAbandoned"]

@@ -1,0 +1,267 @@
+"""The `Potential` base class: a non-negative weight on token sequences."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from genlm.control.constant import EndOfSequence
+from genlm.control.potential.tables import VocabTables, build_tables
+from genlm.control.typing import TokenType
+from genlm.control.weights import NEG_INF, LazyWeights
+
+if TYPE_CHECKING:  # pragma: no cover
+    from genlm.control.potential.autobatch import AutoBatchedPotential
+    from genlm.control.potential.coerce import Coerced
+    from genlm.control.potential.multi_proc import MultiProcPotential
+    from genlm.control.potential.product import Product
+    from genlm.control.potential.reweight import Normalized, Tempered
+
+
+class SparseLogws(NamedTuple):
+    """The live entries of a `logw_next` row: indices into `vocab_eos` and their log weights."""
+
+    indices: np.ndarray
+    logws: np.ndarray
+
+
+class Potential(ABC):
+    """A potential: log weights of token sequences, as prefixes and as complete sequences.
+
+    Subclasses implement `complete` and `prefix`; `logw_next` and the batch methods
+    have defaults derived from them:
+
+        logw_next(ctx)[x] = prefix(ctx + [x]) - prefix(ctx)
+        logw_next(ctx)[EOS] = complete(ctx) - prefix(ctx)
+
+    Args:
+        vocabulary: the tokens (without EOS).
+        token_type: optional; inferred from `vocabulary` when omitted.
+        eos: the end marker (`EOS` by default).
+        tables: tables from `Potential.build_tables`; when given, `vocabulary`,
+            `token_type` and `eos` are taken from them and no O(V) work is done.
+    """
+
+    def __init__(
+        self,
+        vocabulary: Sequence[Any] | None = None,
+        token_type: TokenType | None = None,
+        eos: EndOfSequence | None = None,
+        tables: VocabTables | None = None,
+    ):
+        if tables is None:
+            if vocabulary is None:
+                raise ValueError("a potential needs a vocabulary or tables")
+            tables = build_tables(vocabulary, token_type, eos)
+        self.tables = tables
+
+    # Vocabulary views -------------------------------------------------------
+
+    @staticmethod
+    def build_tables(
+        vocabulary: Sequence[Any],
+        token_type: TokenType | None = None,
+        eos: EndOfSequence | None = None,
+    ) -> VocabTables:
+        """Validate `vocabulary` and build its index tables once, for sharing."""
+        return build_tables(vocabulary, token_type, eos)
+
+    @property
+    def vocab(self) -> list:
+        """The tokens, without EOS (shared: do not mutate)."""
+        return self.tables.vocab
+
+    @property
+    def vocab_eos(self) -> list:
+        """`vocab + [eos]`, the index order of every weight row (shared: do not mutate)."""
+        return self.tables.vocab_eos
+
+    @property
+    def eos(self) -> EndOfSequence:
+        return self.tables.eos
+
+    @property
+    def token_type(self) -> TokenType:
+        return self.tables.token_type
+
+    @property
+    def lookup(self) -> dict:
+        return self.tables.lookup
+
+    # The three methods ------------------------------------------------------
+
+    @abstractmethod
+    async def complete(self, context: list) -> float:
+        """Log weight of `context` as a finished sequence."""
+
+    @abstractmethod
+    async def prefix(self, context: list) -> float:
+        """Log weight of `context` as a prefix."""
+
+    async def score(self, context: list) -> float:
+        """`complete(ctx[:-1])` if `ctx` ends in EOS, else `prefix(ctx)`."""
+        if context and context[-1] == self.eos:
+            return await self.complete(list(context[:-1]))
+        return await self.prefix(context)
+
+    async def logw_next(self, context: list) -> LazyWeights:
+        """Log weights of each next token (and EOS) given `context`.
+
+        Raises:
+            ValueError: if `prefix(context)` is `-inf` (the context has no weight).
+        """
+        ctx_logw = await self.prefix(context)
+        if ctx_logw == NEG_INF:
+            raise ValueError(f"context {context!r} has weight zero under {self!r}")
+        ext = [list(context) + [x] for x in self.tables.vocab]
+        prefixes, complete = await asyncio.gather(
+            self.batch_prefix(ext), self.complete(context)
+        )
+        logws = np.append(np.asarray(prefixes, dtype=np.float64), complete) - ctx_logw
+        return self.make_lazy_weights(logws)
+
+    async def sparse_logw_next(self, context: list) -> SparseLogws | None:
+        """The live entries of `logw_next(context)`, or None when not known to be sparse."""
+        return None
+
+    # Batches ---------------------------------------------------------------
+
+    async def batch_complete(self, contexts: Sequence[list]) -> np.ndarray:
+        """`complete` of each context."""
+        return np.array(await asyncio.gather(*(self.complete(c) for c in contexts)), dtype=np.float64)
+
+    async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
+        """`prefix` of each context."""
+        return np.array(await asyncio.gather(*(self.prefix(c) for c in contexts)), dtype=np.float64)
+
+    async def batch_score(self, contexts: Sequence[list]) -> np.ndarray:
+        """`score` of each context."""
+        return np.array(await asyncio.gather(*(self.score(c) for c in contexts)), dtype=np.float64)
+
+    async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
+        """`logw_next` of each context.
+
+        A potential with `sparse_logw_next` is served by scattering the live entries
+        of every context into one block from `alloc_rows`.
+        """
+        sparse = await asyncio.gather(*(self.sparse_logw_next(c) for c in contexts))
+        if all(s is not None for s in sparse):
+            block = self.alloc_rows(len(contexts))
+            for row, s in zip(block, sparse):
+                row[s.indices] = s.logws
+            return self.rows_to_weights(block)
+        return list(await asyncio.gather(*(self.logw_next(c) for c in contexts)))
+
+    # Weights ---------------------------------------------------------------
+
+    def make_lazy_weights(self, weights: Any, log: bool = True) -> LazyWeights:
+        """Wrap an array over `vocab_eos` as `LazyWeights`."""
+        t = self.tables
+        return LazyWeights(weights, t.lookup, t.vocab_eos, log, t.fallback)
+
+    def alloc_logws(self, default: float = NEG_INF) -> np.ndarray:
+        """One row of log weights over `vocab_eos`, filled with `default`."""
+        return np.full(len(self.tables.vocab_eos), default, dtype=np.float64)
+
+    def alloc_rows(self, n: int) -> np.ndarray:
+        """A block of `n` rows of `-inf` over `vocab_eos` (override to place it on a device)."""
+        return np.full((n, len(self.tables.vocab_eos)), NEG_INF, dtype=np.float64)
+
+    def rows_to_weights(self, block: np.ndarray) -> list[LazyWeights]:
+        """Wrap each row of a block as `LazyWeights` (rows share the block's memory)."""
+        return [self.make_lazy_weights(row) for row in block]
+
+    # Copies ---------------------------------------------------------------
+
+    def spawn(self) -> "Potential":
+        """An independent copy (for another process or a concurrent prompt)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement spawn()")
+
+    def cleanup(self) -> None:
+        """Release resources held by this potential (no-op by default)."""
+
+    # Algebra ----------------------------------------------------------------
+
+    def __mul__(self, other: "Potential") -> "Product":
+        """`(p1 * p2).prefix(xs) = p1.prefix(xs) + p2.prefix(xs)`."""
+        from genlm.control.potential.product import Product
+
+        if not isinstance(other, Potential):
+            return NotImplemented
+        return Product(self, other)
+
+    def __pow__(self, exponent: float) -> "Tempered":
+        """`(p ** a).prefix(xs) = a · p.prefix(xs)`."""
+        from genlm.control.potential.reweight import Tempered
+
+        return Tempered(self, exponent)
+
+    def normalize(self) -> "Normalized":
+        """The locally normalized potential: each `logw_next` row sums to one."""
+        from genlm.control.potential.reweight import Normalized
+
+        return Normalized(self)
+
+    def coerce(
+        self,
+        other: "Potential | Sequence[Any]",
+        f: Callable[[list], Any],
+        prune: bool = True,
+        homomorphic: bool | None = None,
+        trie: Any = None,
+    ) -> "Coerced":
+        """This potential seen over `other`'s vocabulary, a context mapped by `f`.
+
+        `Coerced.prefix(xs) = self.prefix(f(xs))`.
+
+        Args:
+            other: a potential (or a vocabulary) whose tokens the result takes.
+            f: maps a list of `other`'s tokens to a list of this potential's tokens
+                (e.g. `b"".join` from byte-string tokens to bytes).
+            prune: drop tokens of `other` that map outside this vocabulary.
+            homomorphic: declares that `f(xs + ys) == f(xs) + f(ys)`, which allows
+                an incremental walk of a trie of the tokens; None detects `b"".join`
+                and `"".join`.
+            trie: a `Coerced.build_trie(vocab, f)` result to share.
+        """
+        from genlm.control.potential.coerce import Coerced
+
+        return Coerced(self, other, f, prune=prune, homomorphic=homomorphic, trie=trie)
+
+    def to_autobatched(self) -> "AutoBatchedPotential":
+        """This potential with concurrent calls served in batches (memoized)."""
+        from genlm.control.potential.autobatch import AutoBatchedPotential
+
+        return AutoBatchedPotential.of(self)
+
+    def to_multiprocess(self, num_workers: int = 2, spawn_args: tuple = ()) -> "MultiProcPotential":
+        """This potential evaluated in `num_workers` processes, each with a `spawn()` copy."""
+        from genlm.control.potential.multi_proc import MultiProcPotential
+
+        return MultiProcPotential(self.spawn, spawn_args, num_workers=num_workers)
+
+    # Checks (see genlm.control.testing) -------------------------------------
+
+    async def assert_logw_next_consistency(self, context, top=None, rtol=1e-3, atol=1e-5):
+        """Check `logw_next` against `prefix`/`complete` differences at `context`."""
+        from genlm.control import testing
+
+        await testing.assert_logw_next_consistency(self, context, top=top, rtol=rtol, atol=atol)
+
+    async def assert_autoreg_fact(self, context, rtol=1e-3, atol=1e-5):
+        """Check `complete(ctx) = prefix([]) + Σ logw_next + logw_next[EOS]`."""
+        from genlm.control import testing
+
+        await testing.assert_autoreg_fact(self, context, rtol=rtol, atol=atol)
+
+    async def assert_batch_consistency(self, contexts, rtol=1e-3, atol=1e-5):
+        """Check that every batch method agrees with its single-context version."""
+        from genlm.control import testing
+
+        await testing.assert_batch_consistency(self, contexts, rtol=rtol, atol=atol)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(|V|={len(self.tables.vocab)})"

@@ -1,0 +1,188 @@
+"""`Coerced`: a potential seen over another vocabulary through a context map `f`."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from genlm.control.potential.base import Potential
+from genlm.control.weights import NEG_INF, LazyWeights
+
+
+def is_join(f: Callable) -> bool:
+    """Whether `f` is `b"".join` or `"".join`, which distribute over concatenation."""
+    return getattr(f, "__name__", None) == "join" and getattr(f, "__self__", None) in (b"", "")
+
+
+@dataclass(frozen=True, eq=False)
+class SymbolTrie:
+    """The trie of `f([x])` over the tokens `x` of a vocabulary.
+
+    Nodes are numbered in breadth-first order; node 0 is the root.
+
+    Attributes:
+        vocab: the tokens the trie was built from.
+        paths: `tuple(f([x]))` for each token.
+        leaf: node reached by each token's path.
+        parent, symbol, depth: per node (the root's parent is -1, its symbol None).
+        levels: per depth d ≥ 1, the array of node ids at that depth.
+    """
+
+    vocab: list
+    paths: list
+    leaf: np.ndarray
+    parent: np.ndarray
+    symbol: list
+    levels: list
+
+    @classmethod
+    def build(cls, vocab: Sequence[Any], f: Callable[[list], Any]) -> "SymbolTrie":
+        paths = [tuple(f([x])) for x in vocab]
+        children: list[dict] = [{}]
+        parent, symbol, depth = [-1], [None], [0]
+        leaf = np.empty(len(paths), dtype=np.int64)
+        for i, path in enumerate(paths):
+            node = 0
+            for s in path:
+                nxt = children[node].get(s)
+                if nxt is None:
+                    nxt = len(parent)
+                    children[node][s] = nxt
+                    children.append({})
+                    parent.append(node)
+                    symbol.append(s)
+                    depth.append(depth[node] + 1)
+                node = nxt
+            leaf[i] = node
+        depth_arr = np.array(depth)
+        order = np.argsort(depth_arr, kind="stable")
+        levels = [order[depth_arr[order] == d] for d in range(1, int(depth_arr.max()) + 1)]
+        return cls(list(vocab), paths, leaf, np.array(parent), symbol, levels)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.parent)
+
+
+class Coerced(Potential):
+    """`Coerced(p, other, f).prefix(xs) = p.prefix(f(xs))`; likewise `complete`.
+
+    Its vocabulary is `other`'s (pruned to tokens whose image lies in `p`'s vocabulary
+    when `prune=True`). When `f` is homomorphic, `logw_next` walks a trie of the
+    tokens' images level by level, asking `p.batch_logw_next` once per level for the
+    live nodes only, so dead branches cost nothing.
+
+    Raises:
+        ValueError: if no token of `other` maps into `p`'s vocabulary.
+    """
+
+    def __init__(
+        self,
+        potential: Potential,
+        target: Potential | Sequence[Any],
+        f: Callable[[list], Any],
+        prune: bool = True,
+        homomorphic: bool | None = None,
+        trie: SymbolTrie | None = None,
+    ):
+        if not callable(f):
+            raise TypeError("coerce needs a callable f mapping contexts")
+        self.potential = potential
+        self.f = f
+        self.prune = prune
+        self.homomorphic = is_join(f) if homomorphic is None else bool(homomorphic)
+        target_tables = target.tables if isinstance(target, Potential) else None
+        target_vocab = target_tables.vocab if target_tables else list(target)
+        if trie is not None and len(trie.vocab) != len(target_vocab):
+            raise ValueError("the shared trie was built over a different vocabulary")
+        self.trie = trie if trie is not None else SymbolTrie.build(target_vocab, f)
+        inner = potential.tables.lookup
+        if prune:
+            keep = [i for i, p in enumerate(self.trie.paths) if all(s in inner for s in p)]
+            if not keep:
+                raise ValueError(
+                    f"no token of the target vocabulary maps into the vocabulary of {potential!r}"
+                )
+        else:
+            keep = list(range(len(target_vocab)))
+        if target_tables is not None and len(keep) == len(target_vocab):
+            super().__init__(tables=target_tables)
+        else:
+            super().__init__([target_vocab[i] for i in keep])
+        self._leaf = self.trie.leaf[np.array(keep, dtype=np.int64)]
+        miss = len(potential.tables.vocab_eos)
+        self._symbol_index = np.array(
+            [miss] + [inner.get(s, miss) for s in self.trie.symbol[1:]], dtype=np.int64
+        )
+
+    @staticmethod
+    def build_trie(vocab: Sequence[Any], f: Callable[[list], Any]) -> SymbolTrie:
+        """A trie of `f([x])` over `vocab`, to share among coercions over one vocabulary."""
+        return SymbolTrie.build(vocab, f)
+
+    def _map(self, context) -> list:
+        return list(self.f(list(context)))
+
+    async def prefix(self, context):
+        return await self.potential.prefix(self._map(context))
+
+    async def complete(self, context):
+        return await self.potential.complete(self._map(context))
+
+    async def batch_prefix(self, contexts):
+        return await self.potential.batch_prefix([self._map(c) for c in contexts])
+
+    async def batch_complete(self, contexts):
+        return await self.potential.batch_complete([self._map(c) for c in contexts])
+
+    async def logw_next(self, context) -> LazyWeights:
+        if not self.homomorphic:
+            return await super().logw_next(context)
+        base = self._map(context)
+        trie = self.trie
+        cum = np.full(trie.n_nodes, NEG_INF)
+        cum[0] = 0.0
+        root = await self.potential.logw_next(base)
+        paths: dict[int, list] = {0: []}
+        padded = {0: np.append(root.weights, NEG_INF)}
+        for level in trie.levels:
+            parents = trie.parent[level]
+            live = cum[parents] > NEG_INF
+            if not live.any():
+                break
+            level, parents = level[live], parents[live]
+            uniq, pos = np.unique(parents, return_inverse=True)
+            need = [int(p) for p in uniq if int(p) not in padded]
+            if need:
+                for p in need:
+                    paths[p] = paths[int(trie.parent[p])] + [trie.symbol[p]]
+                got = await self.potential.batch_logw_next([base + paths[p] for p in need])
+                for p, w in zip(need, got):
+                    padded[p] = np.append(w.weights, NEG_INF)
+            block = np.stack([padded[int(p)] for p in uniq])
+            cum[level] = cum[parents] + block[pos, self._symbol_index[level]]
+        logws = np.append(cum[self._leaf], root.weights[-1])
+        return self.make_lazy_weights(logws)
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        if not self.homomorphic:
+            return await super().batch_logw_next(contexts)
+        return list(await asyncio.gather(*(self.logw_next(c) for c in contexts)))
+
+    def spawn(self) -> "Coerced":
+        c = object.__new__(Coerced)
+        c.__dict__.update(self.__dict__)
+        c.potential = self.potential.spawn()
+        return c
+
+    def cleanup(self) -> None:
+        self.potential.cleanup()
+
+    def __repr__(self) -> str:
+        return f"Coerced({self.potential!r}, |V|={len(self.tables.vocab)})"
+
+
+__all__ = ["Coerced", "SymbolTrie", "is_join"]

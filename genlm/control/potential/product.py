@@ -1,0 +1,101 @@
+"""`Product`: the pointwise product of two potentials over their shared vocabulary."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+import numpy as np
+
+from genlm.control.potential.base import Potential
+from genlm.control.weights import LazyWeights
+
+
+class Product(Potential):
+    """`Product(p1, p2).prefix(xs) = p1.prefix(xs) + p2.prefix(xs)`, likewise `complete`
+    and `logw_next`, over the tokens both vocabularies share.
+
+    Raises:
+        TypeError: if the token types differ (coerce one potential first).
+        ValueError: if the vocabularies share no token.
+    """
+
+    def __init__(self, p1: Potential, p2: Potential):
+        if not (isinstance(p1, Potential) and isinstance(p2, Potential)):
+            raise TypeError("Product takes two potentials")
+        if p1.token_type != p2.token_type:
+            raise TypeError(
+                f"cannot multiply potentials with different token types: "
+                f"{p1.token_type!r} and {p2.token_type!r}; coerce one of them first "
+                f"(e.g. fsa.coerce(llm, f=b''.join))"
+            )
+        if p1.eos != p2.eos:
+            raise ValueError(f"potentials end with different markers: {p1.eos!r}, {p2.eos!r}")
+        self.p1, self.p2 = p1, p2
+        t1, t2 = p1.tables, p2.tables
+        if t1 is t2 or t1.vocab == t2.vocab:
+            self._idx1 = self._idx2 = None
+            super().__init__(tables=t1)
+            return
+        shared = [x for x in t1.vocab if x in t2.lookup]
+        if not shared:
+            raise ValueError(
+                f"the vocabularies of {p1!r} and {p2!r} share no token; their product is empty"
+            )
+        if len(shared) < max(len(t1.vocab), len(t2.vocab)):
+            warnings.warn(
+                f"Product keeps the {len(shared)} tokens shared by vocabularies of sizes "
+                f"{len(t1.vocab)} and {len(t2.vocab)}",
+                stacklevel=3,
+            )
+        super().__init__(shared, token_type=p1.token_type, eos=p1.eos)
+        vocab_eos = self.tables.vocab_eos
+        self._idx1 = np.array([t1.lookup[x] for x in vocab_eos])
+        self._idx2 = np.array([t2.lookup[x] for x in vocab_eos])
+
+    async def prefix(self, context: list) -> float:
+        a, b = await asyncio.gather(self.p1.prefix(context), self.p2.prefix(context))
+        return a + b
+
+    async def complete(self, context: list) -> float:
+        a, b = await asyncio.gather(self.p1.complete(context), self.p2.complete(context))
+        return a + b
+
+    async def batch_prefix(self, contexts):
+        a, b = await asyncio.gather(self.p1.batch_prefix(contexts), self.p2.batch_prefix(contexts))
+        return np.asarray(a) + np.asarray(b)
+
+    async def batch_complete(self, contexts):
+        a, b = await asyncio.gather(
+            self.p1.batch_complete(contexts), self.p2.batch_complete(contexts)
+        )
+        return np.asarray(a) + np.asarray(b)
+
+    def _combine(self, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+        if self._idx1 is None:
+            return w1 + w2
+        return w1[..., self._idx1] + w2[..., self._idx2]
+
+    async def logw_next(self, context: list) -> LazyWeights:
+        a, b = await asyncio.gather(self.p1.logw_next(context), self.p2.logw_next(context))
+        return self.make_lazy_weights(self._combine(a.weights, b.weights))
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        a, b = await asyncio.gather(
+            self.p1.batch_logw_next(contexts), self.p2.batch_logw_next(contexts)
+        )
+        if not contexts:
+            return []
+        w1 = np.stack([w.weights for w in a])
+        w2 = np.stack([w.weights for w in b])
+        return self.rows_to_weights(self._combine(w1, w2))
+
+    def spawn(self) -> "Product":
+        return Product(self.p1.spawn(), self.p2.spawn())
+
+    def cleanup(self) -> None:
+        self.p1.cleanup()
+        self.p2.cleanup()
+
+    def __repr__(self) -> str:
+        return f"Product({self.p1!r}, {self.p2!r})"

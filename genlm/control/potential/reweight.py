@@ -1,0 +1,107 @@
+"""Reweighted potentials: `Tempered` (a power) and `Normalized` (local normalization)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from genlm.control.potential.base import Potential
+from genlm.control.weights import LazyWeights, logsumexp
+
+
+class Tempered(Potential):
+    """`Tempered(p, a).prefix(xs) = a · p.prefix(xs)`, i.e. the weight `p(xs) ** a`.
+
+    Raises:
+        ValueError: if `a` is not a finite positive number.
+    """
+
+    def __init__(self, potential: Potential, exponent: float):
+        if not isinstance(exponent, (int, float)) or not math.isfinite(exponent) or exponent <= 0:
+            raise ValueError(f"temperature exponent must be finite and > 0, got {exponent!r}")
+        self.potential = potential
+        self.exponent = float(exponent)
+        super().__init__(tables=potential.tables)
+
+    async def prefix(self, context):
+        return self.exponent * await self.potential.prefix(context)
+
+    async def complete(self, context):
+        return self.exponent * await self.potential.complete(context)
+
+    async def batch_prefix(self, contexts):
+        return self.exponent * np.asarray(await self.potential.batch_prefix(contexts))
+
+    async def batch_complete(self, contexts):
+        return self.exponent * np.asarray(await self.potential.batch_complete(contexts))
+
+    async def logw_next(self, context) -> LazyWeights:
+        w = await self.potential.logw_next(context)
+        return self.make_lazy_weights(self.exponent * w.weights)
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        ws = await self.potential.batch_logw_next(contexts)
+        return [self.make_lazy_weights(self.exponent * w.weights) for w in ws]
+
+    def spawn(self) -> "Tempered":
+        return Tempered(self.potential.spawn(), self.exponent)
+
+    def cleanup(self) -> None:
+        self.potential.cleanup()
+
+    def __repr__(self) -> str:
+        return f"Tempered({self.potential!r}, {self.exponent})"
+
+
+class Normalized(Potential):
+    """The locally normalized version of a potential.
+
+    `Normalized(p).logw_next(ctx) = p.logw_next(ctx) - log Σ_x exp(p.logw_next(ctx)[x])`,
+    so `prefix(xs) = Σ_i logw_next(xs[:i])[xs[i]]` and
+    `complete(xs) = prefix(xs) + logw_next(xs)[EOS]`: a distribution over finished sequences.
+    """
+
+    def __init__(self, potential: Potential):
+        self.potential = potential
+        super().__init__(tables=potential.tables)
+
+    @staticmethod
+    def _norm(w: np.ndarray) -> np.ndarray:
+        z = logsumexp(w, axis=-1)
+        z = np.where(np.isfinite(z), z, 0.0)
+        return w - (z[..., None] if np.ndim(w) > 1 else z)
+
+    async def logw_next(self, context) -> LazyWeights:
+        w = await self.potential.logw_next(context)
+        return self.make_lazy_weights(self._norm(w.weights))
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        ws = await self.potential.batch_logw_next(contexts)
+        return [self.make_lazy_weights(self._norm(w.weights)) for w in ws]
+
+    async def _path_logws(self, context, eos: bool) -> float:
+        contexts = [list(context[:i]) for i in range(len(context) + (1 if eos else 0))]
+        if not contexts:
+            return 0.0
+        rows = await self.batch_logw_next(contexts)
+        tokens = list(context) + ([self.eos] if eos else [])
+        return float(sum(row[t] for row, t in zip(rows, tokens)))
+
+    async def prefix(self, context):
+        return await self._path_logws(context, eos=False)
+
+    async def complete(self, context):
+        return await self._path_logws(context, eos=True)
+
+    def spawn(self) -> "Normalized":
+        return Normalized(self.potential.spawn())
+
+    def cleanup(self) -> None:
+        self.potential.cleanup()
+
+    def __repr__(self) -> str:
+        return f"Normalized({self.potential!r})"
+
+
+__all__ = ["Tempered", "Normalized"]

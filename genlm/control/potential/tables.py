@@ -1,0 +1,70 @@
+"""Index tables of a vocabulary, built once and shared by every potential over it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from genlm.control.constant import EOS, EndOfSequence
+from genlm.control.typing import TokenType, infer_vocabulary_type
+
+
+@dataclass(frozen=True, eq=False)
+class VocabTables:
+    """A vocabulary with EOS and its index maps.
+
+    Attributes:
+        vocab: the tokens, in order.
+        eos: the end marker.
+        vocab_eos: `vocab + [eos]`; weight arrays are indexed by it.
+        lookup: token → index into `vocab_eos`.
+        token_type: the inferred type of the tokens.
+        fallback: plain-bytes → index of the first token with those bytes, for
+            vocabularies of id-carrying byte tokens (several ids may share bytes).
+    """
+
+    vocab: list
+    eos: EndOfSequence
+    vocab_eos: list
+    lookup: dict
+    token_type: TokenType
+    fallback: dict | None = field(default=None)
+
+    def __len__(self) -> int:
+        return len(self.vocab_eos)
+
+
+def build_tables(
+    vocabulary: Sequence[Any],
+    token_type: TokenType | None = None,
+    eos: EndOfSequence | None = None,
+) -> VocabTables:
+    """Validate a vocabulary and build its tables.
+
+    Raises:
+        ValueError: empty vocabulary, duplicate tokens.
+        TypeError: tokens of mixed types, a token that does not match `token_type`.
+    """
+    eos = EOS if eos is None else eos
+    vocab = list(vocabulary)
+    if not vocab:
+        raise ValueError("vocabulary is empty: a potential needs at least one token")
+    inferred = infer_vocabulary_type(vocab)
+    if token_type is None:
+        token_type = inferred
+    else:
+        bad = next((t for t in vocab if not token_type.check(t)), None)
+        if bad is not None:
+            raise TypeError(f"token {bad!r} is not of the declared type {token_type!r}")
+    vocab_eos = vocab + [eos]
+    lookup = {t: i for i, t in enumerate(vocab_eos)}
+    if len(lookup) != len(vocab_eos):
+        seen: set = set()
+        dups = [t for t in vocab_eos if t in seen or seen.add(t)]
+        raise ValueError(f"vocabulary has duplicate tokens: {dups[:5]!r}")
+    fallback = None
+    if isinstance(vocab[0], bytes) and type(vocab[0]) is not bytes:
+        fallback = {}
+        for i, t in enumerate(vocab):
+            fallback.setdefault(bytes(t), i)
+    return VocabTables(vocab, eos, vocab_eos, lookup, token_type, fallback)

@@ -1,0 +1,129 @@
+"""Token samplers: propose the next token with a properly weighted importance weight.
+
+A token sampler for a target potential `t` returns `(token, logw, logp)` such that for
+every function `f`:
+
+    E[exp(logw) · f(token)] = Σ_x f(x) · exp(t.logw_next(ctx)[x])
+
+where `logp` is the log probability with which `token` was proposed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable
+
+from genlm.control.draw import draw_from
+from genlm.control.potential.base import Potential
+
+if TYPE_CHECKING:  # pragma: no cover
+    from genlm.control.sampler.sequence import Sequences
+
+DrawFn = Callable[[dict], Any]
+
+
+class TokenSampler(ABC):
+    """Base class of token samplers over a target potential.
+
+    Args:
+        target: the potential whose `logw_next` the draws are properly weighted for.
+    """
+
+    def __init__(self, target: Potential):
+        if not isinstance(target, Potential):
+            raise TypeError(f"a token sampler needs a Potential target, got {type(target).__name__}")
+        self.target = target
+        self.token_type = target.token_type
+
+    @abstractmethod
+    async def sample(self, context: list, draw: DrawFn | None = None) -> tuple[Any, float, float]:
+        """Propose one token after `context`.
+
+        Args:
+            context: the tokens so far.
+            draw: optional choice function (dict token → probability to a token) that
+                replaces every random choice the sampler makes.
+
+        Returns:
+            `(token, logw, logp)`: the token, its properly weighted log weight, and the
+            log probability of the random choices that produced it.
+        """
+
+    async def start_weight(self) -> float:
+        """Log weight of the empty sequence under the target: `target.prefix([])`."""
+        return await self.target.prefix([])
+
+    async def logw_eos(self, context: list) -> float:
+        """Log weight that forcing EOS after `context` contributes:
+        `target.logw_next(ctx)[EOS] = target.complete(ctx) - target.prefix(ctx)`."""
+        logws = await self.target.logw_next(context)
+        return logws[self.target.eos]
+
+    async def smc(
+        self,
+        n_particles: int,
+        ess_threshold: float,
+        max_tokens: int,
+        critic: Potential | None = None,
+        **kwargs: Any,
+    ) -> "Sequences":
+        """Run SMC with this sampler: `SMC(self, critic)(n_particles, ess_threshold, max_tokens, **kwargs)`."""
+        from genlm.control.sampler.sequence import SMC
+
+        return await SMC(self, critic=critic)(
+            n_particles=n_particles, ess_threshold=ess_threshold, max_tokens=max_tokens, **kwargs
+        )
+
+    def cleanup(self) -> None:
+        """Release resources held by the sampler (no-op by default)."""
+
+
+class DirectTokenSampler(TokenSampler):
+    """Draws exactly from the normalized `potential.logw_next`, or from a proposal.
+
+    Without a proposal: `token ~ w / Σw`, `logw = log Σ_x w(x)`.
+    With a proposal `q`: `token ~ q / Σq`, `logw = log w(token) - log q̄(token)`.
+
+    Args:
+        potential: the target.
+        proposal: optional potential over the same vocabulary to draw from.
+        autobatch: serve concurrent calls of the particles as batches.
+    """
+
+    def __init__(self, potential: Potential, proposal: Potential | None = None, autobatch: bool = True):
+        if proposal is not None:
+            if proposal.vocab_eos != potential.vocab_eos:
+                raise ValueError(
+                    "the proposal's vocabulary must equal the target's, token for token "
+                    f"({len(proposal.vocab)} vs {len(potential.vocab)} tokens)"
+                )
+        self.potential = potential.to_autobatched() if autobatch else potential
+        self.proposal = None
+        if proposal is not None:
+            self.proposal = proposal.to_autobatched() if autobatch else proposal
+        super().__init__(self.potential)
+
+    async def sample(self, context, draw=None):
+        if self.proposal is None:
+            logws = await self.potential.logw_next(context)
+            d = await draw_from(logws, draw=draw)
+        else:
+            logws, q = await asyncio.gather(
+                self.potential.logw_next(context), self.proposal.logw_next(context)
+            )
+            d = await draw_from(q, draw=draw, target=logws)
+        return d.token, d.logw, d.logp
+
+    def cleanup(self) -> None:
+        self.potential.cleanup()
+        if self.proposal is not None:
+            self.proposal.cleanup()
+
+
+def direct_token_sampler(potential: Potential) -> DirectTokenSampler:
+    """A `DirectTokenSampler` over `potential`."""
+    return DirectTokenSampler(potential)
+
+
+__all__ = ["TokenSampler", "DirectTokenSampler", "direct_token_sampler"]

@@ -1,0 +1,112 @@
+"""Collecting concurrent requests made within one pass of the event loop.
+
+This is the only scheduling code in the library. A `Window` gathers the requests
+that callers submit while the event loop runs one pass; the first caller of a
+window (its holder) waits until a pass adds no request, takes the batch and serves
+it by calling the flush function in its own coroutine. Nothing runs in the
+background. Every future is resolved or failed:
+
+- an exception raised by the flush reaches every caller of that batch;
+- a caller cancelled while waiting leaves the others untouched;
+- if the holder dies before or during the flush, its co-callers fail with
+  `BatchAbandoned`, never with the holder's own `CancelledError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, Awaitable, Callable, Generic, TypeVar
+
+R = TypeVar("R")
+
+
+class BatchAbandoned(RuntimeError):
+    """The task holding a batch died before it was served."""
+
+
+Flush = Callable[[list[Any]], Awaitable[list[Any]]]
+
+
+class Window(Generic[R]):
+    """Requests collected per event loop and served by one `flush(requests)` call.
+
+    Args:
+        flush: async function from a list of requests to a list of results of the
+            same length and order.
+    """
+
+    def __init__(self, flush: Flush):
+        self._flush = flush
+        self._state: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _for_loop(self) -> "_LoopState":
+        loop = asyncio.get_running_loop()
+        state = self._state.get(loop)
+        if state is None:
+            state = self._state[loop] = _LoopState()
+        return state
+
+    async def submit(self, request: Any) -> R:
+        """Add `request` to the current window and wait for its result."""
+        state = self._for_loop()
+        future = asyncio.get_running_loop().create_future()
+        state.queue.append((request, future))
+        if state.armed:
+            return await future
+        state.armed = True
+        try:
+            size = -1
+            while len(state.queue) != size:
+                size = len(state.queue)
+                await asyncio.sleep(0)
+            batch, state.queue = state.queue, []
+        except BaseException as exc:
+            batch, state.queue = state.queue, []
+            _abandon([f for _, f in batch if f is not future], exc)
+            raise
+        finally:
+            state.armed = False
+        await self._serve(batch, future)
+        return future.result()
+
+    async def _serve(self, batch: list, own: asyncio.Future) -> None:
+        requests = [r for r, _ in batch]
+        try:
+            results = await self._flush(requests)
+            if len(results) != len(batch):
+                raise RuntimeError(
+                    f"batch returned {len(results)} results for {len(batch)} requests"
+                )
+        except Exception as exc:
+            for _, f in batch:
+                if not f.done():
+                    f.set_exception(exc)
+            return
+        except BaseException as exc:
+            _abandon([f for _, f in batch if f is not own], exc)
+            raise
+        for (_, f), result in zip(batch, results):
+            if not f.done():
+                f.set_result(result)
+
+
+class _LoopState:
+    __slots__ = ("queue", "armed")
+
+    def __init__(self):
+        self.queue: list = []
+        self.armed = False
+
+
+def _abandon(futures: list[asyncio.Future], cause: BaseException) -> None:
+    for f in futures:
+        if not f.done():
+            err = BatchAbandoned(f"the task holding this batch died: {cause!r}")
+            err.__cause__ = cause
+            f.set_exception(err)
+
+
+__all__ = ["Window", "BatchAbandoned"]
