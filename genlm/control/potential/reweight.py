@@ -81,11 +81,21 @@ class Normalized(Potential):
         return [self.make_lazy_weights(self._norm(w.weights)) for w in ws]
 
     async def _path_logws(self, context, eos: bool) -> float:
-        contexts = [list(context[:i]) for i in range(len(context) + (1 if eos else 0))]
+        tokens = list(context) + ([self.eos] if eos else [])
+        contexts = [list(context[:i]) for i in range(len(tokens))]
         if not contexts:
             return 0.0
-        rows = await self.batch_logw_next(contexts)
-        tokens = list(context) + ([self.eos] if eos else [])
+        try:
+            rows = await self.batch_logw_next(contexts)
+        except ValueError:
+            # A context on the path has weight zero, where the inner potential's
+            # logw_next is undefined: walk the path and stop at the first zero.
+            total = 0.0
+            for ctx, tok in zip(contexts, tokens):
+                total += (await self.logw_next(ctx))[tok]
+                if total == float("-inf"):
+                    break
+            return total
         return float(sum(row[t] for row, t in zip(rows, tokens)))
 
     async def prefix(self, context):

@@ -1,0 +1,58 @@
+"""Tiny potentials with closed-form weights, for exact tests of the core."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from genlm.control import Potential
+
+
+class Tabular(Potential):
+    """A potential over a finite language: `complete(xs) = log table[xs]` and
+    `prefix(xs) = log Σ_{ys ⊒ xs} table[ys]` (zero weight gives `-inf`)."""
+
+    def __init__(self, vocab, table, tables=None):
+        super().__init__(vocab, tables=tables)
+        self.table = {tuple(k): float(v) for k, v in table.items()}
+        self.calls = {"prefix": 0, "complete": 0, "batch_prefix": 0, "batch_logw_next": 0}
+
+    @staticmethod
+    def _log(x: float) -> float:
+        return math.log(x) if x > 0 else float("-inf")
+
+    async def prefix(self, context):
+        self.calls["prefix"] += 1
+        n = len(context)
+        return self._log(sum(v for k, v in self.table.items() if k[:n] == tuple(context)))
+
+    async def complete(self, context):
+        self.calls["complete"] += 1
+        return self._log(self.table.get(tuple(context), 0.0))
+
+    async def batch_prefix(self, contexts):
+        self.calls["batch_prefix"] += 1
+        return await super().batch_prefix(contexts)
+
+    async def batch_logw_next(self, contexts):
+        self.calls["batch_logw_next"] += 1
+        return await super().batch_logw_next(contexts)
+
+    def spawn(self):
+        return Tabular(self.vocab, self.table, tables=self.tables)
+
+
+def random_tabular(vocab, rng: np.random.Generator, max_len: int = 3, p_zero: float = 0.3) -> Tabular:
+    """A `Tabular` with random weights on every sequence of length ≤ max_len, some zero."""
+    table = {}
+    frontier = [()]
+    for _ in range(max_len + 1):
+        nxt = []
+        for seq in frontier:
+            table[seq] = 0.0 if rng.random() < p_zero else float(rng.random())
+            nxt.extend(seq + (x,) for x in vocab)
+        frontier = nxt
+    if all(v == 0 for v in table.values()):
+        table[()] = 1.0
+    return Tabular(vocab, table)

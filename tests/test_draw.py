@@ -1,0 +1,106 @@
+import asyncio
+import math
+
+import numpy as np
+import pytest
+
+import genlm.control.draw as draw_mod
+from genlm.control import DRAW_METHODS, EOS, set_draw_method
+from genlm.control.draw import using_rng
+from genlm.control.util import draw_from
+from genlm.control.weights import LazyWeights
+
+VOCAB = ["a", "b", "c", EOS]
+ENCODE = {t: i for i, t in enumerate(VOCAB)}
+
+
+def row(values):
+    with np.errstate(divide="ignore"):
+        return LazyWeights(np.log(np.asarray(values, dtype=float)), ENCODE, VOCAB)
+
+
+@pytest.fixture
+def method():
+    yield
+    set_draw_method("gumbel_max")
+
+
+@pytest.mark.parametrize("name", DRAW_METHODS)
+async def test_every_draw_method_draws_the_normalized_row(name, method):
+    set_draw_method(name)
+    probs = np.array([0.5, 0.3, 0.0, 0.2])
+    w = row(probs * 7.0)  # unnormalized
+    n = 4000
+    with using_rng(np.random.default_rng(0)):
+        draws = await asyncio.gather(*(draw_from(w) for _ in range(n)))
+    counts = np.array([sum(d.token == t for d in draws) for t in VOCAB])
+    sigma = np.sqrt(n * probs * (1 - probs))
+    assert np.all(np.abs(counts - n * probs) <= 5 * sigma + 1e-9)
+    assert counts[2] == 0
+    d = draws[0]
+    assert d.logw == pytest.approx(math.log(7.0))
+    assert d.logp == pytest.approx(math.log(probs[ENCODE[d.token]]))
+
+
+def test_unknown_draw_method_is_an_error():
+    with pytest.raises(ValueError, match="unknown draw method 'fastest'"):
+        set_draw_method("fastest")
+
+
+async def test_draws_in_one_pass_are_one_stacked_reduction(monkeypatch):
+    calls = []
+    original = draw_mod._sample_rows
+
+    def counting(rows, rngs, method):
+        calls.append(rows.shape)
+        return original(rows, rngs, method)
+
+    monkeypatch.setattr(draw_mod, "_sample_rows", counting)
+    other = LazyWeights(np.zeros(3), {"x": 0, "y": 1, EOS: 2}, ["x", "y", EOS])
+    await asyncio.gather(*(draw_from(row([1, 1, 1, 1])) for _ in range(10)), draw_from(other))
+    assert sorted(calls) == [(1, 3), (10, 4)]
+
+
+async def test_seeded_draws_are_reproducible():
+    async def run(seed):
+        with using_rng(np.random.default_rng(seed)):
+            return [d.token for d in await asyncio.gather(*(draw_from(row([1, 1, 1, 1])) for _ in range(50)))]
+
+    assert await run(3) == await run(3)
+    assert await run(3) != await run(4)
+
+
+async def test_nan_weights_fold_to_zero_mass():
+    w = LazyWeights(np.array([np.nan, 0.0, np.nan, np.nan]), ENCODE, VOCAB)
+    for _ in range(20):
+        d = await draw_from(w)
+        assert d.token == "b" and d.logp == 0.0
+
+
+async def test_positive_infinite_weight_is_an_error():
+    w = LazyWeights(np.array([np.inf, 0.0, 0.0, 0.0]), ENCODE, VOCAB)
+    with pytest.raises(ValueError, match=r"\+inf"):
+        await draw_from(w)
+
+
+async def test_a_row_without_mass_draws_eos_with_zero_weight():
+    d = await draw_from(row([0, 0, 0, 0]))
+    assert d.token == EOS and d.logw == float("-inf") and d.logp == float("-inf")
+
+
+async def test_importance_draw_is_weighed_under_the_target():
+    proposal, target = row([0.25, 0.25, 0.25, 0.25]), row([0.1, 0.2, 0.3, 0.4])
+    d = await draw_from(proposal, target=target)
+    assert d.logw == pytest.approx(target[d.token] - math.log(0.25))
+
+
+async def test_draw_callback_replaces_the_random_choice():
+    seen = {}
+
+    def choose(probs):
+        seen.update(probs)
+        return "c"
+
+    d = await draw_from(row([1, 1, 2, 0]), draw=choose)
+    assert d.token == "c" and d.logp == pytest.approx(math.log(0.5))
+    assert seen == pytest.approx({"a": 0.25, "b": 0.25, "c": 0.5})
