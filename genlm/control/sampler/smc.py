@@ -1,0 +1,349 @@
+"""The SMC algorithm: particles (`SequenceModel`), a columnar population, and the driver.
+
+A particle is a context that a unit sampler extends one unit per step. Its log
+weight after `t` steps is
+
+    logw_t = start + Σ_s logw_s + critic.score(x_{≤t})
+
+where `start = target.prefix([])`, `logw_s` is the sampler's properly weighted
+increment and the critic term is the current twist (replaced at every step, so the
+twists telescope). When the particle finishes — the sampler draws EOS, the
+context reaches `max_tokens - 1` units, or `terminate_when` fires — EOS is
+appended (forced with the sampler's `logw_eos` correction when it was not drawn)
+and the twist becomes `critic.complete`, so a finished particle is properly
+weighted for `target.complete(x) · critic.complete(x)` restricted to the sequences
+that can end there.
+
+The driver (`smc_standard`) keeps the population's log weights and done flags in
+arrays, steps the live particles concurrently (their potential calls and draws meet
+in the batching windows), and resamples when the ESS falls below
+`ess_threshold · n`. After resampling every weight is set to the mean weight, so
+`log_ml = log_mean_exp(final log weights)` is the standard unbiased estimate of
+the normalizing constant (Del Moral 2004).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from genlm.control.constant import EOS
+from genlm.control.draw import using_rng
+from genlm.control.sampler.record import Recorder, RunRecord
+from genlm.control.sampler.resampling import (
+    ess,
+    get_resampler,
+    log_mean_exp,
+    normalized_weights,
+)
+from genlm.control.util import flatten_units
+from genlm.control.weights import NEG_INF, fold_nan
+from genlm.control.window import BatchAbandoned
+
+TerminateWhen = Callable[[list], bool]
+
+# A step whose batch was abandoned by another run's cancelled task is retried; the
+# bound only guards against a livelock.
+_MAX_ATTEMPTS = 16
+
+
+class SequenceModel:
+    """One particle: a context grown by `unit_sampler`, twisted by `critic`.
+
+    Args:
+        unit_sampler: proposes the next unit with a properly weighted log weight.
+        critic: optional potential over the sampler's tokens; its `score` of the
+            current context is the twist.
+        max_tokens: bound on the context length, EOS included.
+        terminate_when: optional predicate on the context; when it holds, the
+            particle finishes (EOS is forced with the `logw_eos` correction).
+    """
+
+    __slots__ = ("unit_sampler", "critic", "max_tokens", "terminate_when", "eos", "context", "twist", "finished")
+
+    def __init__(
+        self,
+        unit_sampler: Any,
+        critic: Any = None,
+        max_tokens: float = math.inf,
+        terminate_when: TerminateWhen | None = None,
+    ):
+        self.unit_sampler = unit_sampler
+        self.critic = critic
+        self.max_tokens = max_tokens
+        self.terminate_when = terminate_when
+        self.eos = getattr(unit_sampler.target, "eos", EOS)
+        self.context: list = []
+        self.twist = 0.0
+        self.finished = False
+
+    def clone(self) -> "SequenceModel":
+        """A copy with its own context list (used for resampled duplicates)."""
+        other = object.__new__(SequenceModel)
+        for name in SequenceModel.__slots__:
+            setattr(other, name, getattr(self, name))
+        other.context = list(self.context)
+        return other
+
+    async def start(self) -> float:
+        """Log weight of the empty context: `unit_sampler.start_weight()`."""
+        return float(await self.unit_sampler.start_weight())
+
+    def _ends(self, unit: Any) -> bool:
+        if isinstance(unit, list):
+            return bool(unit) and unit[-1] == self.eos
+        return unit == self.eos
+
+    async def step(self) -> float:
+        """Extend the context by one unit and return the log weight increment.
+
+        The context changes only after every await succeeded, so a step that fails
+        can be run again.
+        """
+        ctx = self.context
+        if len(ctx) >= self.max_tokens - 1:
+            unit, logw = self.eos, float(await self.unit_sampler.logw_eos(ctx))
+        else:
+            unit, logw, _ = await self.unit_sampler.sample(ctx)
+            logw = float(logw)
+        new = [*ctx, unit]
+        ends = self._ends(unit)
+        if not ends and self.terminate_when is not None and self.terminate_when(new):
+            logw += float(await self.unit_sampler.logw_eos(new))
+            new.append(self.eos)
+            ends = True
+        twist = self.twist
+        if self.critic is not None and logw > NEG_INF:
+            twist = float(await self.critic.score(flatten_units(new)))
+            logw += twist - self.twist
+        self.context, self.twist, self.finished = new, twist, ends
+        return logw
+
+    def stop(self) -> None:
+        """Finish a particle of weight zero, closing its context with EOS."""
+        if not self.finished:
+            self.finished = True
+            if not (self.context and self._ends(self.context[-1])):
+                self.context.append(self.eos)
+
+    def __repr__(self) -> str:
+        return f"SequenceModel({self.context!r})"
+
+
+@dataclass
+class Population:
+    """Particles with their log weights and done flags held as arrays.
+
+    Attributes:
+        particles: the particles, in slot order.
+        log_weights: `logw_i` of each slot.
+        done: whether each slot's particle has finished.
+        record: the run record when one was requested.
+    """
+
+    particles: list[SequenceModel]
+    log_weights: np.ndarray
+    done: np.ndarray
+    record: RunRecord | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, model: SequenceModel, n: int, start: float) -> "Population":
+        return cls(
+            [model.clone() for _ in range(n)],
+            np.full(n, start, dtype=np.float64),
+            np.zeros(n, dtype=bool),
+        )
+
+    @property
+    def contexts(self) -> list[list]:
+        return [p.context for p in self.particles]
+
+    @property
+    def log_ml(self) -> float:
+        """`log_mean_exp(log_weights)`: the estimate of `log Z`."""
+        return log_mean_exp(self.log_weights)
+
+    def resample(self, ancestors: np.ndarray) -> None:
+        """Replace slot `i` by a copy of slot `ancestors[i]`; every weight becomes the mean."""
+        seen: set[int] = set()
+        particles = []
+        for a in ancestors.tolist():
+            p = self.particles[a]
+            particles.append(p.clone() if a in seen else p)
+            seen.add(a)
+        self.particles = particles
+        self.done = self.done[ancestors]
+        self.log_weights = np.full(len(particles), log_mean_exp(self.log_weights))
+
+    def __iter__(self) -> Iterator[SequenceModel]:
+        return iter(self.particles)
+
+    def __len__(self) -> int:
+        return len(self.particles)
+
+
+def should_resample(log_weights: np.ndarray, ess_threshold: float) -> bool:
+    """Resample when `ess < ess_threshold · n`; 0 never resamples, 1 always does."""
+    if ess_threshold <= 0:
+        return False
+    if ess_threshold >= 1:
+        return True
+    return ess(log_weights) < ess_threshold * len(log_weights)
+
+
+def _particle_rng(root: np.random.SeedSequence, step: int, slot: int) -> np.random.Generator:
+    """The generator of slot `slot` at step `step`: a function of the run's seed only."""
+    return np.random.default_rng(
+        np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1, step, slot))
+    )
+
+
+async def _step_one(particle: SequenceModel, root: np.random.SeedSequence, step: int, slot: int) -> float:
+    for attempt in range(_MAX_ATTEMPTS):
+        with using_rng(_particle_rng(root, step, slot)):
+            try:
+                return await particle.step()
+            except BatchAbandoned:
+                if attempt + 1 == _MAX_ATTEMPTS:
+                    raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _cancel_all(tasks: list[asyncio.Task]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def step_all(
+    particles: list[SequenceModel], root: np.random.SeedSequence, step: int, slots: np.ndarray
+) -> np.ndarray:
+    """Step `particles` concurrently; their log weight increments, NaN folded to `-inf`.
+
+    If any step raises, the others are cancelled and awaited, then the first
+    exception is raised; no task is left running.
+
+    Raises:
+        ValueError: if an increment is `+inf`.
+    """
+    tasks = [
+        asyncio.ensure_future(_step_one(p, root, step, int(s)))
+        for p, s in zip(particles, slots)
+    ]
+    try:
+        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:
+        await _cancel_all(tasks)
+        raise
+    if pending:
+        await _cancel_all(list(pending))
+    for t in tasks:
+        if t.done() and not t.cancelled() and t.exception() is not None:
+            raise t.exception()
+    return fold_nan(np.fromiter((t.result() for t in tasks), dtype=np.float64, count=len(tasks)))
+
+
+def _progress(total: float):
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=None if math.isinf(total) else int(total),
+        desc="smc",
+        unit="step",
+        delay=2.0,
+        leave=False,
+        disable=None,
+        file=sys.stderr,
+    )
+
+
+def _check_args(n_particles: int, ess_threshold: float) -> None:
+    if isinstance(n_particles, bool) or not isinstance(n_particles, (int, np.integer)) or n_particles < 1:
+        raise ValueError(f"n_particles must be a positive integer, got {n_particles!r}")
+    if not isinstance(ess_threshold, (int, float)) or not 0 <= ess_threshold <= 1:
+        raise ValueError(f"ess_threshold must be a number in [0, 1], got {ess_threshold!r}")
+
+
+async def smc_standard(
+    model: SequenceModel,
+    n_particles: int,
+    ess_threshold: float = 0.5,
+    json_file: str | None = None,
+    *,
+    resampling_method: str = "multinomial",
+    seed: int | None = None,
+    verbosity: int = 0,
+) -> Population:
+    """Run SMC with `n_particles` copies of `model` until every particle has finished.
+
+    Args:
+        model: the initial particle (cloned `n_particles` times).
+        n_particles: population size.
+        ess_threshold: resample when `ess < ess_threshold · n_particles`.
+        json_file: when given, a record of every step is written there after the run.
+        resampling_method: one of `resampling.RESAMPLING_METHODS`.
+        seed: makes the run reproducible bit for bit (also when run concurrently
+            with other seeded runs); fresh entropy when None.
+        verbosity: 1 prints the particles after each step.
+
+    Returns:
+        The final `Population` (its `record` is set when `json_file` is given).
+    """
+    _check_args(n_particles, ess_threshold)
+    resampler = get_resampler(resampling_method)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    root = np.random.SeedSequence(seed)
+    rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(0,)))
+    start = float(fold_nan(np.array([await model.start()]))[0])
+    pop = Population.of(model, n_particles, start)
+    if start == NEG_INF:
+        for p in pop.particles:
+            p.stop()
+        pop.done[:] = True
+    recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed) if json_file else None
+    step = 0
+    with _progress(model.max_tokens) as bar:
+        while not pop.done.all():
+            live = np.flatnonzero(~pop.done)
+            incs = await step_all([pop.particles[i] for i in live], root, step, live)
+            pop.log_weights[live] += incs
+            for i in live.tolist():
+                p = pop.particles[i]
+                if pop.log_weights[i] == NEG_INF:
+                    p.stop()
+                pop.done[i] = p.finished
+            ancestors = None
+            if not pop.done.all() and should_resample(pop.log_weights, ess_threshold):
+                ancestors = resampler(rng, normalized_weights(pop.log_weights), n_particles)
+            if verbosity > 0:
+                _print_step(step, pop, ancestors)
+            if recorder is not None:
+                recorder.add(step, pop, ancestors)
+            if ancestors is not None:
+                pop.resample(ancestors)
+            step += 1
+            bar.update(1)
+    if recorder is not None:
+        pop.record = recorder.finish(pop)
+        pop.record.to_json(json_file)
+    return pop
+
+
+def _print_step(step: int, pop: Population, ancestors: np.ndarray | None) -> None:
+    from genlm.control.sampler.record import context_text
+
+    print(f"step {step}: ess {ess(pop.log_weights):.2f} / {len(pop)}")
+    for i, p in enumerate(pop.particles):
+        mark = "done" if pop.done[i] else "    "
+        print(f"  [{i}] {mark} logw {pop.log_weights[i]:10.4f}  {''.join(context_text(p.context))!r}")
+    if ancestors is not None:
+        print(f"  resampled: ancestors {ancestors.tolist()}")
+
+
+__all__ = ["SequenceModel", "Population", "smc_standard", "step_all", "should_resample"]
