@@ -1,7 +1,8 @@
 """Public checks that a potential or a sampler is correct.
 
 - Potentials: `check_potential` and the `assert_*` checks it runs.
-- Samplers: see `genlm.control.testing.samplers`.
+- Samplers: `assert_properly_weighted` and `enumerate_sampler` (exact enumeration
+  of a sampler's random paths through its `draw` choices).
 """
 
 from genlm.control.testing.potentials import (
@@ -11,6 +12,13 @@ from genlm.control.testing.potentials import (
     assert_logw_next_consistency,
     check_potential,
 )
+from genlm.control.testing.samplers import (
+    PathLimitExceeded,
+    assert_properly_weighted,
+    assert_weights_match,
+    enumerate_sampler,
+    expected_logws,
+)
 
 __all__ = [
     "assert_autobatch_consistency",
@@ -18,4 +26,9 @@ __all__ = [
     "assert_batch_consistency",
     "assert_logw_next_consistency",
     "check_potential",
+    "PathLimitExceeded",
+    "assert_properly_weighted",
+    "assert_weights_match",
+    "enumerate_sampler",
+    "expected_logws",
 ]

@@ -1,0 +1,331 @@
+"""Adaptive weighted rejection sampling (AWRS) of the next token under a Boolean condition.
+
+Target: `t(x) = w(x) · c(x)`, where `w = potential.logw_next(ctx)` and `c ∈ {0, 1}` is a
+Boolean condition, checked only on drawn tokens (Lipkin et al. 2025, "Fast Controlled
+Generation from Language Models with Adaptive Weighted Rejection Sampling").
+
+The sampler draws from the normalized proposal `q` (the potential by default) with
+known rejects removed, so the first accepted token `x` is an exact draw from
+`q` restricted to the allowed set `A`. Its weight is
+
+    ŵ = w(x) / q(x) · Ẑ,    E[Ẑ | x] = q(A),
+
+which makes `(x, ŵ)` properly weighted for `t`. `Ẑ` comes from the view of the search
+as an i.i.d. stream `y_1, y_2, … ~ q` in which draws of known rejects are skipped (they
+need no condition check). Run until `m = max_accepts` accepts, the stream's
+accept/reject pattern is a Bernoulli(q(A)) sequence independent of which allowed
+tokens are drawn, so Haldane's negative-binomial estimator `(m-1)/(m-1+K)` of `q(A)`,
+with `K` the stream's rejections, is unbiased and independent of `x`. `K` counts the
+observed distinct rejects `r` plus the skipped redraws `G_j ~ Geometric(s_j)` before
+the j-th observed draw, where `s_j` is the `q`-mass not yet known to be rejected.
+Averaging over the skipped redraws (Rao-Blackwellization) gives
+
+    Ẑ = (m-1) ∫₀¹ t^(m-2+r) Π_j s_j / (1 - (1-s_j) t) dt        (m ≥ 2),
+
+and `Ẑ = [r = 0]` for `m = 1`. With a finite `max_rejects` the skipped redraws are
+simulated and the stream stops at `m` accepts or `max_rejects` rejections, whichever
+comes first; the unbiased estimator of that closed sequential plan is the share of
+lattice paths to the end point that start with an accept: `(m-1)/(m-1+K)` when `m`
+accepts were reached, `a/(a+K_max-1)` when `a < m` accepts were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+from scipy import integrate
+
+from genlm.control.draw import current_rng
+from genlm.control.potential.base import Potential
+from genlm.control.potential.product import Product
+from genlm.control.sampler.token import TokenSampler
+from genlm.control.weights import NEG_INF, fold_nan, logsumexp
+
+# Math ---------------------------------------------------------------------
+
+
+def haldane_estimate(m: int, rejects: int) -> float:
+    """Unbiased estimate of an acceptance rate from `rejects` failures before the
+    `m`-th success: `(m-1)/(m-1+K)` for `m ≥ 2`, `[K = 0]` for `m = 1`."""
+    if m == 1:
+        return 1.0 if rejects == 0 else 0.0
+    return (m - 1) / (m - 1 + rejects)
+
+
+def truncated_estimate(accepts: int, rejects: int, m: int, max_rejects: int) -> float:
+    """Unbiased acceptance-rate estimate of the plan "stop at `m` successes or
+    `max_rejects` failures": `(m-1)/(m-1+K)` at `m` successes, `a/(a+K_max-1)` at
+    `a < m` successes and `K_max` failures."""
+    if accepts >= m:
+        return haldane_estimate(m, rejects)
+    if accepts == 0:
+        return 0.0
+    return accepts / (accepts + max_rejects - 1)
+
+
+def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> float:
+    """`E[(m-1)/(m-1+r+Σ_j G_j)]` over independent `G_j ~ Geometric(s_j)` (failures
+    before a success of probability `s_j = unknown_mass[j]`), computed as
+    `(m-1) ∫₀¹ t^(m-2+r) Π_j s_j / (1-(1-s_j) t) dt`."""
+    if m == 1:
+        return 1.0 if rejects == 0 else 0.0
+    s = np.asarray(unknown_mass, dtype=np.float64)
+    s = s[s < 1.0]
+    power = m - 2 + rejects
+    if s.size == 0:
+        return (m - 1) / (m - 1 + rejects)
+    values, counts = np.unique(s, return_counts=True)
+    log_s = np.log(values)
+
+    def integrand(t: float) -> float:
+        with np.errstate(divide="ignore"):
+            log_f = power * math.log(t) if power else 0.0
+        return math.exp(log_f + float(np.dot(counts, log_s - np.log1p(-(1.0 - values) * t))))
+
+    breaks = sorted({float(1.0 - v) for v in values if 0.0 < 1.0 - v < 1.0})
+    value, _ = integrate.quad(
+        integrand, 0.0, 1.0, points=breaks or None, epsabs=0.0, epsrel=1e-12, limit=500
+    )
+    return (m - 1) * value
+
+
+def monte_carlo_estimate(
+    rng: np.random.Generator, m: int, rejects: int, unknown_mass: np.ndarray, n: int
+) -> float:
+    """An unbiased Monte Carlo version of `rao_blackwell_estimate` from `n` draws of the
+    skipped redraws."""
+    if m == 1:
+        return 1.0 if rejects == 0 else 0.0
+    s = np.asarray(unknown_mass, dtype=np.float64)
+    s = s[s < 1.0]
+    hidden = rng.geometric(s[None, :], size=(n, s.size)).sum(axis=1) - s.size if s.size else 0
+    return float(np.mean((m - 1) / (m - 1 + rejects + np.asarray(hidden, dtype=np.float64))))
+
+
+# Search --------------------------------------------------------------------
+
+
+class Search(NamedTuple):
+    """The outcome of one adaptive rejection search over the proposal's support.
+
+    Attributes:
+        first: support position of the first accepted token (None: none accepted).
+        log_z: log of the estimate `Ẑ` of the proposal's accepted mass.
+        logp: log probability of the random choices made.
+        evaluations: number of condition checks.
+    """
+
+    first: int | None
+    log_z: float
+    logp: float
+    evaluations: int
+
+
+class _Chooser:
+    """The random choices of one search: through `draw`, or from a Generator."""
+
+    def __init__(self, tokens: list, draw: Any, rng: np.random.Generator):
+        self.tokens, self.draw, self.rng = tokens, draw, rng
+        self.logp = 0.0
+
+    def token(self, pool: np.ndarray, mass: float) -> int:
+        if self.draw is not None:
+            live = np.flatnonzero(pool > 0)
+            options = {self.tokens[i]: float(pool[i] / mass) for i in live}
+            pick = self.draw(options)
+            i = next(j for j in live if self.tokens[j] == pick)
+        else:
+            cdf = np.cumsum(pool)
+            i = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
+            i = min(i, len(pool) - 1)
+            if pool[i] <= 0:  # rounding at a boundary: the nearest live entry
+                live = np.flatnonzero(pool > 0)
+                i = int(live[np.argmin(np.abs(live - i))])
+        self.logp += math.log(pool[i] / mass)
+        return i
+
+    def redraws(self, s: float, budget: int) -> int:
+        """Skipped redraws of known rejects: `Geometric(s)` failures, capped at `budget`."""
+        if self.draw is not None:
+            options = {g: s * (1.0 - s) ** g for g in range(budget)}
+            options[budget] = (1.0 - s) ** budget
+            g = self.draw(options)
+            self.logp += math.log(options[g])
+            return g
+        g = min(int(self.rng.geometric(s)) - 1, budget)
+        self.logp += math.log((1.0 - s) ** g * (s if g < budget else 1.0))
+        return g
+
+
+# Sampler -------------------------------------------------------------------
+
+
+class AWRS(TokenSampler):
+    """Adaptive weighted rejection sampling for `potential * condition`.
+
+    Args:
+        potential: the potential to draw from (e.g. a `PromptedLLM`).
+        condition: a Boolean potential over the same vocabulary (`prefix` and
+            `complete` are 0 or -inf, and 0 at the contexts sampled from); a token `x`
+            is allowed when `condition.prefix(ctx + [x]) > -inf`, EOS when
+            `condition.complete(ctx) > -inf`.
+        seed: seed of this sampler's own Generator; by default draws use
+            `genlm.control.draw.current_rng()`.
+        prune_logws: search only the tokens of positive proposal weight.
+        proper_weights: return the unbiased weight (see the module docstring);
+            when False, stop at the first accept and return `w(x)/q(x) · (1 - R)`, with
+            `R` the proposal mass of the rejects found (exact token, biased weight).
+        max_accepts: accepts `m ≥ 1` the stream runs to (2 gives low variance).
+        max_rejects: cap on the stream's rejections (`inf`: none).
+        n_monte_carlo_samples: estimate `Ẑ` from this many simulations of the skipped
+            redraws instead of the exact integral (ignored when `draw` is given).
+        proposal: optional potential over the same vocabulary to draw from instead
+            of `potential`; it must be positive wherever `potential * condition` is.
+        autobatch: serve the particles' concurrent calls as batches.
+
+    Raises:
+        ValueError: a vocabulary mismatch, `max_accepts < 1`, `max_rejects < 1`,
+            `n_monte_carlo_samples < 1`.
+    """
+
+    def __init__(
+        self,
+        potential: Potential,
+        condition: Potential,
+        seed: int | None = None,
+        prune_logws: bool = True,
+        proper_weights: bool = True,
+        max_accepts: int = 2,
+        max_rejects: float = float("inf"),
+        n_monte_carlo_samples: int | None = None,
+        proposal: Potential | None = None,
+        autobatch: bool = True,
+    ):
+        for name, other in (("condition", condition), ("proposal", proposal)):
+            if other is not None and other.vocab_eos != potential.vocab_eos:
+                raise ValueError(
+                    f"the {name}'s vocabulary must equal the potential's, token for token "
+                    f"({len(other.vocab)} vs {len(potential.vocab)} tokens)"
+                )
+        if int(max_accepts) != max_accepts or max_accepts < 1:
+            raise ValueError(f"max_accepts must be an integer ≥ 1, got {max_accepts!r}")
+        if max_rejects != float("inf") and (int(max_rejects) != max_rejects or max_rejects < 1):
+            raise ValueError(f"max_rejects must be an integer ≥ 1 or inf, got {max_rejects!r}")
+        if n_monte_carlo_samples is not None and n_monte_carlo_samples < 1:
+            raise ValueError(
+                f"n_monte_carlo_samples must be ≥ 1 or None, got {n_monte_carlo_samples!r}"
+            )
+
+        def view(p):
+            return None if p is None else (p.to_autobatched() if autobatch else p)
+
+        self.potential, self.condition, self.proposal = view(potential), view(condition), view(proposal)
+        self.seed = seed
+        self.rng = None if seed is None else np.random.default_rng(seed)
+        self.prune_logws = prune_logws
+        self.proper_weights = proper_weights
+        self.max_accepts = int(max_accepts)
+        self.max_rejects = max_rejects
+        self.n_monte_carlo_samples = n_monte_carlo_samples
+        super().__init__(Product(self.potential, self.condition))
+
+    async def _allowed(self, context: list, token: Any) -> bool:
+        if token == self.potential.eos:
+            return await self.condition.complete(context) > NEG_INF
+        return await self.condition.prefix(context + [token]) > NEG_INF
+
+    async def sample(self, context, draw=None):
+        context = list(context)
+        if self.proposal is None:
+            w = fold_nan((await self.potential.logw_next(context)).weights)
+            q = w
+        else:
+            wl, ql = await asyncio.gather(
+                self.potential.logw_next(context), self.proposal.logw_next(context)
+            )
+            w, q = fold_nan(wl.weights), fold_nan(ql.weights)
+        log_q = logsumexp(q)
+        if log_q == NEG_INF:
+            return self.potential.eos, NEG_INF, NEG_INF
+        support = np.flatnonzero(q > NEG_INF) if self.prune_logws else np.arange(len(q))
+        probs = np.exp(q[support] - log_q)
+        vocab_eos = self.potential.vocab_eos
+        tokens = [vocab_eos[i] for i in support] if draw is not None else None
+        rng = self.rng if self.rng is not None else current_rng()
+        found = await self.search(context, support, probs, _Chooser(tokens, draw, rng))
+        if found.first is None or found.log_z == NEG_INF:
+            return self.potential.eos, NEG_INF, found.logp
+        index = int(support[found.first])
+        if self.proposal is None:
+            ratio = float(logsumexp(w))
+        else:
+            ratio = float(w[index] - (q[index] - log_q))
+        return vocab_eos[index], ratio + found.log_z, found.logp
+
+    async def search(self, context, support, probs, choose: _Chooser) -> Search:
+        """Draw, check and remove rejects until the stopping rule; estimate `Ẑ`."""
+        vocab_eos = self.potential.vocab_eos
+        pool = probs.copy()
+        known: dict[int, bool] = {}
+        m = self.max_accepts if self.proper_weights else 1
+        capped = self.proper_weights and self.max_rejects != float("inf")
+        accepts = rejects = stream_rejects = 0
+        first, first_mass, masses = None, 1.0, []
+        while accepts < m:
+            mass = float(pool.sum()) if rejects else 1.0
+            if mass <= 0.0:
+                break
+            if capped and rejects:
+                stream_rejects += choose.redraws(mass, int(self.max_rejects) - stream_rejects)
+                if stream_rejects >= self.max_rejects:
+                    break
+            masses.append(mass)
+            i = choose.token(pool, mass)
+            if i not in known:
+                known[i] = await self._allowed(context, vocab_eos[int(support[i])])
+                if not known[i]:
+                    rejects += 1
+                    stream_rejects += 1
+                    pool[i] = 0.0
+                    if capped and stream_rejects >= self.max_rejects:
+                        break
+                    continue
+            accepts += 1
+            if first is None:
+                first, first_mass = i, mass
+        z = self._estimate(first, accepts, rejects, stream_rejects, first_mass, masses, choose)
+        with np.errstate(divide="ignore"):
+            return Search(first, float(np.log(z)), choose.logp, len(known))
+
+    def _estimate(self, first, accepts, rejects, stream_rejects, first_mass, masses, choose):
+        if first is None:
+            return 0.0
+        if not self.proper_weights:
+            return first_mass
+        m = self.max_accepts
+        if self.max_rejects != float("inf"):
+            return truncated_estimate(accepts, stream_rejects, m, int(self.max_rejects))
+        if self.n_monte_carlo_samples is not None and choose.draw is None:
+            return monte_carlo_estimate(choose.rng, m, rejects, np.array(masses), self.n_monte_carlo_samples)
+        return rao_blackwell_estimate(m, rejects, np.array(masses))
+
+    def cleanup(self) -> None:
+        for p in (self.potential, self.condition, self.proposal):
+            if p is not None:
+                p.cleanup()
+
+    def __repr__(self) -> str:
+        return f"AWRS({self.potential!r}, {self.condition!r}, max_accepts={self.max_accepts})"
+
+
+__all__ = [
+    "AWRS",
+    "Search",
+    "haldane_estimate",
+    "monte_carlo_estimate",
+    "rao_blackwell_estimate",
+    "truncated_estimate",
+]
