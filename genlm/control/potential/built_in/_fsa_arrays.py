@@ -1,0 +1,174 @@
+"""A genlm-grammar WFSA over byte values compiled to arrays for incremental scoring.
+
+With forward vector `α` (weights of reaching each state after the context), one
+transition matrix `T_b` per byte, stop weights `ρ` and backward weights
+`β = Σ_k (Σ_b T_b)^k ρ` (the total weight of finishing from each state):
+
+    prefix(ctx)        = α · β
+    complete(ctx)      = α · ρ
+    prefix(ctx + [b])  = α · (T_b β) = (α M)[b],   M[:, b] = T_b β,  M[:, 256] = ρ
+
+so a whole `logw_next` row is one vector–matrix product `α M`, and extending the
+context by a byte is one sparse product `α T_b`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+N_BYTES = 256
+
+
+def weight_to_float(w: Any) -> float:
+    """The real value of a semiring weight (Float, Real, Log, Boolean).
+
+    Raises:
+        TypeError: for a semiring without a real-valued reading (MaxPlus, Entropy, ...).
+    """
+    from genlm.grammar.semiring import Boolean, Log, Real
+
+    if isinstance(w, (int, float, np.floating, np.integer)) and not isinstance(w, bool):
+        return float(w)
+    if isinstance(w, Log):
+        return float(np.exp(w.score))
+    if isinstance(w, (Real, Boolean)):
+        return float(w.score)
+    raise TypeError(f"cannot read a weight of type {type(w).__name__} as a real number")
+
+
+@dataclass(frozen=True, eq=False)
+class ByteAutomaton:
+    """Array form of a weighted automaton over bytes (see module docstring).
+
+    Attributes:
+        start: initial weights `α₀`, shape (n,).
+        stop: stop weights `ρ`, shape (n,).
+        trans: per byte, the sparse matrix `T_b` (n × n), or None when no arc has label `b`.
+        beta: backward weights `β`, shape (n,).
+        next_mass: `M`, shape (n, 257).
+        boolean: whether only the support of the weights matters.
+    """
+
+    start: np.ndarray
+    stop: np.ndarray
+    trans: tuple
+    beta: np.ndarray
+    next_mass: np.ndarray
+    boolean: bool
+
+    @property
+    def n_states(self) -> int:
+        return len(self.start)
+
+
+def _labels(wfsa) -> None:
+    for a in wfsa.alphabet:
+        if not (isinstance(a, (int, np.integer)) and 0 <= a < N_BYTES):
+            raise ValueError(
+                f"arc label {a!r} is not a byte value 0..255 (convert a character "
+                "automaton with `.to_bytes()`)"
+            )
+
+
+def _prepare(wfsa):
+    from genlm.grammar import EPSILON
+
+    if any(a == EPSILON for a in wfsa.alphabet):
+        wfsa = wfsa.epsremove
+    if any(isinstance(a, str) for a in wfsa.alphabet):
+        wfsa = wfsa.to_bytes()
+        if any(a == EPSILON for a in wfsa.alphabet):
+            wfsa = wfsa.epsremove
+    _labels(wfsa)
+    return wfsa
+
+
+def _support_closure(adj: sp.csr_matrix, seed: np.ndarray) -> np.ndarray:
+    """States reachable from `seed` along `adj` (boolean iteration to a fixpoint)."""
+    reach = seed.copy()
+    while True:
+        nxt = reach | (adj.T @ reach.astype(np.float64) > 0)
+        if (nxt == reach).all():
+            return reach
+        reach = nxt
+
+
+def compile_wfsa(wfsa, boolean: bool) -> ByteAutomaton:
+    """Compile a genlm-grammar WFSA (byte-value or character labels) to arrays.
+
+    States that cannot be reached or cannot finish are dropped.
+
+    Raises:
+        ValueError: on labels that are not bytes, a negative weight, or a total
+            weight that diverges (spectral radius of `Σ_b T_b` ≥ 1).
+    """
+    wfsa = _prepare(wfsa)
+    states = list(wfsa.states)
+    ids = {q: i for i, q in enumerate(states)}
+    n = len(states)
+    start, stop = np.zeros(n), np.zeros(n)
+    for q, w in wfsa.I:
+        start[ids[q]] += weight_to_float(w)
+    for q, w in wfsa.F:
+        stop[ids[q]] += weight_to_float(w)
+    src, dst, lab, val = [], [], [], []
+    for i, a, j, w in wfsa.arcs():
+        src.append(ids[i]), dst.append(ids[j]), lab.append(int(a)), val.append(weight_to_float(w))
+    src, dst, lab = (np.asarray(x, dtype=np.int64) for x in (src, dst, lab))
+    val = np.asarray(val, dtype=np.float64)
+    if (start < 0).any() or (stop < 0).any() or (val < 0).any():
+        raise ValueError("automaton weights must be non-negative")
+    if boolean:
+        start, stop, val = (start > 0) * 1.0, (stop > 0) * 1.0, (val > 0) * 1.0
+    if n == 0:
+        raise ValueError("the automaton has no states")
+    adj = sp.csr_matrix(((val > 0) * 1.0, (src, dst)), shape=(n, n))
+    fwd = _support_closure(adj, start > 0)
+    bwd = _support_closure(adj.T.tocsr(), stop > 0)
+    keep = np.flatnonzero(fwd & bwd)
+    if len(keep) == 0:
+        raise ValueError("the automaton accepts no string")
+    remap = np.full(n, -1)
+    remap[keep] = np.arange(len(keep))
+    ok = (remap[src] >= 0) & (remap[dst] >= 0) & (val > 0)
+    src, dst, lab, val = remap[src[ok]], remap[dst[ok]], lab[ok], val[ok]
+    return _assemble(start[keep], stop[keep], src, dst, lab, val, boolean)
+
+
+def _assemble(start, stop, src, dst, lab, val, boolean) -> ByteAutomaton:
+    n = len(start)
+    trans = []
+    for b in range(N_BYTES):
+        sel = lab == b
+        trans.append(
+            sp.csr_matrix((val[sel], (src[sel], dst[sel])), shape=(n, n)) if sel.any() else None
+        )
+    total = sp.csr_matrix((val, (src, dst)), shape=(n, n))
+    beta = _backward(total, stop, boolean)
+    mass = np.zeros((n, N_BYTES + 1))
+    for b, t in enumerate(trans):
+        if t is not None:
+            mass[:, b] = t @ beta
+    mass[:, N_BYTES] = stop
+    if boolean:
+        mass = (mass > 0) * 1.0
+    return ByteAutomaton(start, stop, tuple(trans), beta, mass, boolean)
+
+
+def _backward(total: sp.csr_matrix, stop: np.ndarray, boolean: bool) -> np.ndarray:
+    if boolean:
+        return _support_closure(total.T.tocsr(), stop > 0) * 1.0
+    dense = total.toarray()
+    if len(dense) and np.max(np.abs(np.linalg.eigvals(dense))) >= 1 - 1e-12:
+        raise ValueError(
+            "the automaton's total weight diverges (its arc weights have spectral "
+            "radius ≥ 1), so prefix weights are infinite"
+        )
+    return np.linalg.solve(np.eye(len(dense)) - dense, stop)
+
+
+__all__ = ["ByteAutomaton", "compile_wfsa", "weight_to_float", "N_BYTES"]

@@ -1,0 +1,71 @@
+"""A bounded cache of recognizer states keyed by context, extended one token at a time."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
+
+S = TypeVar("S")
+
+
+class PrefixStateCache(Generic[S]):
+    """Maps a context to the state a recognizer reaches after reading it.
+
+    `get(ctx)` looks up `ctx`, then its shorter prefixes from the longest down, and
+    applies `step` for the missing tokens only, caching each state it computes; so a
+    call after `get(ctx[:-1])` costs one `step`. A `None` state means dead: every
+    extension of a dead context is dead without stepping. At most `size` states are
+    kept, the least recently used are evicted first.
+
+    Args:
+        root: the state of the empty context (always kept).
+        step: `step(state, token) -> state | None`.
+        size: the maximum number of cached non-root states.
+    """
+
+    def __init__(self, root: S, step: Callable[[S, Any], S | None], size: int = 16384):
+        if size < 1:
+            raise ValueError(f"cache size must be at least 1, got {size}")
+        self.root = root
+        self.step = step
+        self.size = size
+        self._states: OrderedDict[Hashable, S | None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def get(self, context: Sequence[Any]) -> S | None:
+        key = tuple(context)
+        states = self._states
+        n = len(key)
+        k, state = n, None
+        while k > 0:
+            hit = states.get(key[:k], _MISS) if k < n else states.get(key, _MISS)
+            if hit is not _MISS:
+                states.move_to_end(key[:k])
+                state = hit
+                break
+            k -= 1
+        if k == 0:
+            state = self.root
+        while k < n and state is not None:
+            state = self.step(state, key[k])
+            k += 1
+            self._put(key[:k], state)
+        if k < n:  # dead before the end: the whole context is dead
+            self._put(key, None)
+        return state
+
+    def _put(self, key: tuple, state: S | None) -> None:
+        self._states[key] = state
+        self._states.move_to_end(key)
+        if len(self._states) > self.size:
+            self._states.popitem(last=False)
+
+    def clear(self) -> None:
+        self._states.clear()
+
+
+_MISS = object()
+
+__all__ = ["PrefixStateCache"]

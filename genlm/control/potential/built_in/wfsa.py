@@ -1,0 +1,187 @@
+"""Weighted and Boolean finite-state automata over bytes as potentials."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from genlm.control.potential.base import Potential
+from genlm.control.potential.built_in._fsa_arrays import N_BYTES, ByteAutomaton, compile_wfsa
+from genlm.control.potential.built_in._fsa_regex import regex_wfsa
+from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.weights import NEG_INF, LazyWeights
+
+BYTE_VOCAB = list(range(N_BYTES))
+
+
+class Forward(NamedTuple):
+    """Forward weights after a context: `α = exp(log_scale) · alpha`, `max(alpha) = 1`."""
+
+    alpha: np.ndarray
+    log_scale: float
+
+
+def _log(x):
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def check_byte_context(context: Sequence[Any]) -> None:
+    """Raise TypeError unless every token is a byte value (an int in 0..255)."""
+    for t in context:
+        if not (isinstance(t, (int, np.integer)) and 0 <= t < N_BYTES) or isinstance(t, bool):
+            raise TypeError(
+                f"token {t!r} is not a byte value 0..255; byte-level potentials read "
+                "contexts like list(b'...') (coerce onto an LM with f=b''.join)"
+            )
+
+
+class WFSA(Potential):
+    """A weighted automaton over byte values (0..255) as a potential.
+
+    With forward weights `α` after the context, backward weights `β` and stop
+    weights `ρ` (see `_fsa_arrays`):
+
+        prefix(ctx) = log(α · β),   complete(ctx) = log(α · ρ)
+
+    `α` is carried per context in a bounded LRU cache and extended one byte at a
+    time, so `logw_next(ctx)` after `logw_next(ctx[:-1])` costs one sparse product
+    and one `α M` product, independent of the context length.
+
+    Args:
+        wfsa: a `genlm.grammar.WFSA` in the Float, Real, Log or Boolean semiring,
+            with byte-value labels (character labels are converted with `to_bytes`).
+        cache_size: the most forward vectors kept.
+
+    Raises:
+        ValueError: if the automaton accepts nothing, has negative weights, or its
+            total weight diverges.
+    """
+
+    boolean = False
+
+    def __init__(self, wfsa: Any, cache_size: int = 16384):
+        self.wfsa = wfsa
+        self.cache_size = cache_size
+        self.automaton = compile_wfsa(wfsa, boolean=self.boolean)
+        super().__init__(BYTE_VOCAB)
+        self._init_cache()
+
+    def _init_cache(self) -> None:
+        a = self.automaton
+        root = _rescale(a.start, 0.0)
+        self._cache: PrefixStateCache[Forward] = PrefixStateCache(
+            root, lambda s, b: _step(a, s, b), self.cache_size
+        )
+
+    @classmethod
+    def from_regex(cls, pattern: str, cache_size: int = 16384) -> "WFSA":
+        """The automaton of `regex.fullmatch(pattern, text, flags=regex.ASCII)` over UTF-8 bytes.
+
+        Weights: each state splits its mass evenly over the bytes that keep a match
+        possible and stopping (when a match is complete), so the potential is a
+        distribution over the matching strings; `BoolFSA.from_regex` gives 0/-inf.
+
+        Raises:
+            ValueError: naming the pattern and the problem (invalid syntax,
+                lookarounds, anchors, group references, an empty language).
+        """
+        from genlm.grammar import Boolean, Float
+
+        if cls.boolean:
+            return cls(regex_wfsa(pattern, Boolean, lambda k: Boolean.one), cache_size)
+        return cls(regex_wfsa(pattern, Float, lambda k: 1.0 / k), cache_size)
+
+    # Forward vectors ------------------------------------------------------
+
+    def forward(self, context: Sequence[int]) -> Forward | None:
+        """The forward weights after `context` (None when no path reads it)."""
+        check_byte_context(context)
+        return self._cache.get(context)
+
+    def _weight(self, fwd: Forward | None, vec: np.ndarray) -> float:
+        if fwd is None:
+            return NEG_INF
+        w = float(fwd.alpha @ vec)
+        if self.boolean:
+            return 0.0 if w > 0 else NEG_INF
+        return float(_log(w)) + fwd.log_scale
+
+    async def prefix(self, context: Sequence[int]) -> float:
+        return self._weight(self.forward(context), self.automaton.beta)
+
+    async def complete(self, context: Sequence[int]) -> float:
+        return self._weight(self.forward(context), self.automaton.stop)
+
+    def _rows(self, forwards: list[Forward | None], contexts) -> np.ndarray:
+        for f, c in zip(forwards, contexts):
+            if f is None or not (f.alpha @ self.automaton.beta > 0):
+                raise ValueError(f"context {list(c)!r} has weight zero under {self!r}")
+        alphas = np.stack([f.alpha for f in forwards])
+        mass = alphas @ self.automaton.next_mass
+        if self.boolean:
+            return np.where(mass > 0, 0.0, NEG_INF)
+        totals = alphas @ self.automaton.beta
+        return _log(mass) - _log(totals)[:, None]
+
+    async def logw_next(self, context: Sequence[int]) -> LazyWeights:
+        """`log(α M) - log(α · β)`: every next byte and EOS in one product."""
+        return self.make_lazy_weights(self._rows([self.forward(context)], [context])[0])
+
+    async def batch_logw_next(self, contexts: Sequence[Sequence[int]]) -> list[LazyWeights]:
+        if not contexts:
+            return []
+        rows = self._rows([self.forward(c) for c in contexts], contexts)
+        return self.rows_to_weights(rows)
+
+    async def batch_prefix(self, contexts):
+        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
+
+    async def batch_complete(self, contexts):
+        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
+
+    def spawn(self) -> "WFSA":
+        """A copy sharing the compiled automaton, with its own cache."""
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        c._init_cache()
+        return c
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.automaton.n_states} states)"
+
+
+class BoolFSA(WFSA):
+    """A Boolean automaton over byte values: log weight 0 on its language, -inf off it.
+
+    `prefix(ctx) = 0` iff some accepted string starts with `ctx`;
+    `complete(ctx) = 0` iff `ctx` is accepted. Accepts a genlm-grammar WFSA in any
+    real-valued semiring and keeps only the support of its weights.
+    """
+
+    boolean = True
+
+
+def _rescale(alpha: np.ndarray, log_scale: float) -> Forward | None:
+    top = float(alpha.max()) if len(alpha) else 0.0
+    if not top > 0:
+        return None
+    return Forward(alpha / top, log_scale + float(np.log(top)))
+
+
+def _step(a: ByteAutomaton, fwd: Forward, byte: int) -> Forward | None:
+    t = a.trans[byte]
+    if t is None:
+        return None
+    alpha = t.T @ fwd.alpha
+    if a.boolean:
+        alpha = (alpha > 0) * 1.0
+        return Forward(alpha, 0.0) if alpha.any() else None
+    return _rescale(alpha, fwd.log_scale)
+
+
+__all__ = ["WFSA", "BoolFSA", "Forward", "BYTE_VOCAB", "check_byte_context"]

@@ -1,0 +1,245 @@
+import math
+
+import numpy as np
+import pytest
+import regex
+from constraint_helpers import embedded_vocab
+from genlm.grammar import WFSA as GrammarWFSA
+from genlm.grammar import Boolean, Float, Log
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from genlm.control import EOS, WFSA, BoolFSA
+from genlm.control.testing import check_potential
+
+NEG_INF = float("-inf")
+
+PATTERNS = [
+    r"(ab|é)*c?",
+    r"a.b",
+    r"[^a]*x",
+    r"\d{1,3}(\.\d+)?",
+    r"(?i)hello",
+    r"[a-c]+\s?[x-z]*",
+    r"\w+@\w+\.(com|org)",
+    r"ü+|[^\n]{2}",
+]
+CHARS = "abcxyzABCHELOhelo.@0123 \n\té üß日\x00-"
+
+
+def matches(pattern, text, partial):
+    return regex.fullmatch(pattern, text, flags=regex.ASCII, partial=partial) is not None
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(CHARS) | st.characters(codec="utf-8"), max_size=7))
+async def test_bool_fsa_agrees_with_regex_module(pattern, text):
+    fsa = _cached(BoolFSA, pattern)
+    ctx = list(text.encode("utf-8"))
+    want_complete = 0.0 if matches(pattern, text, False) else NEG_INF
+    want_prefix = 0.0 if matches(pattern, text, True) else NEG_INF
+    assert await fsa.complete(ctx) == want_complete
+    assert await fsa.prefix(ctx) == want_prefix
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=30, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(CHARS), max_size=6))
+async def test_weighted_fsa_has_the_same_support_as_the_regex(pattern, text):
+    fsa = _cached(WFSA, pattern)
+    ctx = list(text.encode("utf-8"))
+    assert (await fsa.complete(ctx) > NEG_INF) == matches(pattern, text, False)
+    assert (await fsa.prefix(ctx) > NEG_INF) == matches(pattern, text, True)
+
+
+_FSAS: dict = {}
+
+
+def _cached(cls, pattern):
+    key = (cls, pattern)
+    if key not in _FSAS:
+        _FSAS[key] = cls.from_regex(pattern)
+    return _FSAS[key]
+
+
+async def test_regex_weights_by_hand():
+    # q0 -a-> q1 (one choice), q1 -b-> / -c-> final states (two choices, 1/2 each).
+    fsa = WFSA.from_regex("ab|ac")
+    assert await fsa.prefix([]) == pytest.approx(0.0)
+    assert await fsa.prefix(list(b"a")) == pytest.approx(0.0)
+    assert await fsa.complete(list(b"ab")) == pytest.approx(math.log(0.5))
+    row = await fsa.logw_next(list(b"a"))
+    assert row[ord("b")] == pytest.approx(math.log(0.5))
+    assert row[ord("c")] == pytest.approx(math.log(0.5))
+    assert row[EOS] == NEG_INF
+    assert np.sum(np.exp(row.weights)) == pytest.approx(1.0)
+
+
+async def test_regex_weights_are_a_distribution_over_a_finite_language():
+    fsa = WFSA.from_regex("a|ab|abc|b(c|d)")
+    words = [b"a", b"ab", b"abc", b"bc", b"bd"]
+    total = sum([math.exp(await fsa.complete(list(w))) for w in words])
+    assert total == pytest.approx(1.0)
+
+
+def nondeterministic(semiring, lift):
+    m = GrammarWFSA(semiring)
+    m.add_I(0, lift(1.0))
+    m.add_arc(0, 97, 1, lift(0.5))
+    m.add_arc(0, 97, 0, lift(0.25))
+    m.add_F(1, lift(1.0))
+    m.add_F(0, lift(0.25))
+    return m
+
+
+@pytest.mark.parametrize(
+    "semiring,lift", [(Float, float), (Log, lambda w: Log(math.log(w)))], ids=["float", "log"]
+)
+async def test_nondeterministic_weights_by_hand(semiring, lift):
+    # beta0 = 0.25 + 0.5 + 0.25 beta0 = 1; prefix("a") = 0.25 beta0 + 0.5 = 0.75;
+    # complete("a") = 0.5 * 1 + 0.25 * 0.25 = 0.5625.
+    fsa = WFSA(nondeterministic(semiring, lift))
+    assert await fsa.prefix([]) == pytest.approx(0.0)
+    assert await fsa.prefix([97]) == pytest.approx(math.log(0.75))
+    assert await fsa.complete([97]) == pytest.approx(math.log(0.5625))
+    assert await fsa.complete([97, 97]) == pytest.approx(math.log(0.25 * 0.5625))
+    assert await fsa.prefix([98]) == NEG_INF
+    await check_potential(fsa, [[], [97], [97, 97, 97], [98]])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([97, 98]), max_size=60))
+async def test_incremental_forward_equals_genlm_grammar(xs):
+    m = nondeterministic(Float, float)
+    m.add_arc(1, 98, 0, 0.5)
+    fsa, fresh = _nondet_pair(m)
+    want = m(xs)
+    got = await fsa.complete(xs)
+    assert got == (pytest.approx(math.log(want)) if want > 0 else NEG_INF)
+    assert await fresh.complete(xs) == pytest.approx(got) if want > 0 else True
+    assert await fsa.prefix(xs) == pytest.approx(await fresh.prefix(xs))
+
+
+_PAIR: list = []
+
+
+def _nondet_pair(m):
+    if not _PAIR:
+        _PAIR.extend([WFSA(m, cache_size=4), WFSA(m, cache_size=1)])
+    return _PAIR
+
+
+async def test_character_labels_are_converted_to_bytes():
+    m = GrammarWFSA(Boolean)
+    m.add_I(0, Boolean.one)
+    m.add_arc(0, "é", 1, Boolean.one)
+    m.add_F(1, Boolean.one)
+    fsa = BoolFSA(m)
+    assert await fsa.complete(list("é".encode())) == 0.0
+    assert await fsa.prefix(list("é".encode())[:1]) == 0.0
+    assert await fsa.complete(list("é".encode())[:1]) == NEG_INF
+
+
+@pytest.mark.parametrize("pattern", ["ab|é", r"[^a]*x", r"\d+"])
+async def test_check_potential_on_byte_contexts(pattern):
+    for cls in (WFSA, BoolFSA):
+        fsa = cls.from_regex(pattern)
+        await check_potential(fsa, [[], list(b"a"), list("é".encode())[:1], list(b"12"), list(b"zz")])
+
+
+async def test_long_context_with_a_tiny_cache_is_exact():
+    fsa = BoolFSA.from_regex(r"(ab)*", cache_size=2)
+    ctx = list(b"ab" * 200)
+    assert await fsa.complete(ctx) == 0.0
+    assert await fsa.prefix(ctx + [97]) == 0.0
+    assert await fsa.prefix(ctx + [98]) == NEG_INF
+    assert len(fsa._cache) <= 2
+
+
+async def test_coerced_onto_the_embedded_vocabulary():
+    vocab = embedded_vocab()
+    fsa = BoolFSA.from_regex(r"[a-z ]+(\.|!)")
+    coerced = fsa.coerce(vocab, f=b"".join)
+    by_bytes = {bytes(t): t for t in vocab}
+    ctx = [by_bytes[b"the"]] if b"the" in by_bytes else [vocab[0]]
+    row = await coerced.logw_next(ctx)
+    base = list(b"".join(ctx))
+    for tok in vocab[::37]:
+        want = await fsa.prefix(base + list(tok))
+        assert row[tok] == want
+        assert (want == 0.0) == matches(r"[a-z ]+(\.|!)", bytes(base + list(tok)).decode("latin-1"), True)
+    await check_potential(coerced, [[], ctx], top=50)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+async def test_coerced_token_sequences_agree_with_regex(data):
+    vocab = embedded_vocab()
+    pattern = r"[a-z ]*(\.|, )?[a-z]*"
+    coerced = _coerced(pattern, vocab)
+    toks = data.draw(st.lists(st.sampled_from(vocab), max_size=5))
+    raw = b"".join(toks)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        assert await coerced.complete(toks) == NEG_INF
+        return
+    assert (await coerced.complete(toks) == 0.0) == matches(pattern, text, False)
+    assert (await coerced.prefix(toks) == 0.0) == matches(pattern, text, True)
+
+
+_COERCED: dict = {}
+
+
+def _coerced(pattern, vocab):
+    if pattern not in _COERCED:
+        _COERCED[pattern] = BoolFSA.from_regex(pattern).coerce(vocab, f=b"".join)
+    return _COERCED[pattern]
+
+
+@pytest.mark.parametrize(
+    "pattern,words",
+    [
+        ("(ab", ["invalid regex", "(ab"]),
+        ("a**", ["invalid regex", "multiple repeat"]),
+        ("a(?=b)", ["lookahead"]),
+        ("^a", ["anchors"]),
+        (r"(a)\1", ["group references"]),
+        (r"a[^\s\S]", ["matches no string"]),
+    ],
+)
+def test_bad_regex_is_a_value_error_naming_the_problem(pattern, words):
+    with pytest.raises(ValueError) as info:
+        BoolFSA.from_regex(pattern)
+    for w in words:
+        assert w in str(info.value)
+
+
+async def test_bad_inputs():
+    fsa = BoolFSA.from_regex("ab")
+    with pytest.raises(TypeError, match="byte value"):
+        await fsa.prefix([b"a"])
+    with pytest.raises(TypeError, match="byte value"):
+        await fsa.prefix([300])
+    with pytest.raises(ValueError, match="weight zero"):
+        await fsa.logw_next([120])
+    with pytest.raises(ValueError, match="cache size"):
+        BoolFSA.from_regex("ab", cache_size=0)
+    with pytest.raises(TypeError, match="must be a str"):
+        BoolFSA.from_regex(b"ab")
+    m = GrammarWFSA(Float)
+    m.add_I(0, 1.0)
+    m.add_arc(0, 97, 0, 1.0)
+    m.add_F(0, 1.0)
+    with pytest.raises(ValueError, match="diverges"):
+        WFSA(m)
+    assert await BoolFSA(m).complete([97, 97]) == 0.0
+
+
+async def test_spawn_shares_the_automaton_not_the_cache():
+    fsa = WFSA.from_regex("a+b")
+    await fsa.prefix(list(b"aaa"))
+    copy = fsa.spawn()
+    assert copy.automaton is fsa.automaton and len(copy._cache) == 0
+    assert await copy.prefix(list(b"aaa")) == await fsa.prefix(list(b"aaa"))
