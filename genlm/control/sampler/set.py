@@ -1,0 +1,303 @@
+"""Set samplers: walk a trie of the LM's tokens with an item-level (byte) potential.
+
+Target: `t(x) = w(x) · Φ(x)`, where `w = iter_potential.logw_next(ctx)` over tokens and
+`Φ(x) = exp(item.prefix(β(ctx) + β(x)) - item.prefix(β(ctx)))`, with `β` the bytes of
+the tokens, i.e. `t = iter_potential * item_potential.coerce(iter_potential, b"".join)`.
+Over EOS, `t(EOS) = w(EOS) · exp(item.logw_next(β(ctx))[EOS])`.
+
+A set sampler returns a random set `S` of tokens with weights `ŵ` such that
+`E[Σ_{x∈S} ŵ(x) f(x)] = Σ_x t(x) f(x)`. The trie walk starts at the root and moves to a
+child byte `b` with probability ∝ `M(child) · φ(b)`, where `M` is the `w`-mass of the
+tokens under the child and `φ` the item potential's next-byte weight; every token `x`
+ending at a visited node enters `S` with `ŵ(x) = w(x) Φ(x) / Q(x)`, `Q(x)` being the
+probability that the walk visits its node. `SetTokenSampler` then draws one token of
+`S` ∝ `ŵ` and returns `log Σ_S ŵ` as its weight.
+
+The item potential is asked for `logw_next` at each visited node, replaying the context's
+bytes (memoized by node within one call); a stateful item potential could instead carry
+its parse state from the parent node to the child.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from genlm.control.draw import current_rng, draw_from
+from genlm.control.potential.base import Potential
+from genlm.control.potential.coerce import SymbolTrie
+from genlm.control.sampler.token import TokenSampler
+from genlm.control.weights import NEG_INF, LazyWeights, fold_nan
+
+
+class SetSample(NamedTuple):
+    """A properly weighted set: `tokens[i]` with log weight `logws[i]`, and the log
+    probability `logp` of the random choices that produced it."""
+
+    tokens: list
+    logws: list
+    logp: float
+
+
+class SetSampler(ABC):
+    """Base class of samplers of properly weighted token sets for `target`."""
+
+    target: Potential
+
+    @abstractmethod
+    async def sample_set(self, context: list, draw: Any = None) -> SetSample:
+        """A random set `S` with `E[Σ_{x∈S} exp(ŵ(x)) f(x)] = Σ_x t(x) f(x)`."""
+
+    async def logw_eos(self, context: list) -> float:
+        logws = await self.target.logw_next(context)
+        return logws[self.target.eos]
+
+    def cleanup(self) -> None:
+        """Release resources held by the set sampler (no-op by default)."""
+
+
+class ByteTrie:
+    """The trie of the byte strings of a token vocabulary, with per-node child maps.
+
+    Attributes:
+        nodes: the `SymbolTrie` (parent, symbol, levels, leaf per token).
+        children: per node, dict byte → child node.
+        ends: per node, the token indices whose bytes end there.
+    """
+
+    def __init__(self, vocab: list):
+        self.nodes = SymbolTrie.build(vocab, b"".join)
+        n = self.nodes.n_nodes
+        self.children: list[dict] = [{} for _ in range(n)]
+        for node in range(1, n):
+            self.children[int(self.nodes.parent[node])][self.nodes.symbol[node]] = node
+        self.ends: list[list[int]] = [[] for _ in range(n)]
+        for i, leaf in enumerate(self.nodes.leaf):
+            self.ends[int(leaf)].append(i)
+        self._paths: dict[int, list] = {0: []}
+
+    def masses(self, token_weights: np.ndarray) -> np.ndarray:
+        """`M(node) = Σ` of `token_weights` over the tokens in the node's subtree."""
+        mass = np.zeros(self.nodes.n_nodes)
+        np.add.at(mass, self.nodes.leaf, token_weights)
+        for level in reversed(self.nodes.levels):
+            np.add.at(mass, self.nodes.parent[level], mass[level])
+        return mass
+
+    def path(self, node: int) -> list:
+        """The bytes (ints) from the root to `node`."""
+        p = self._paths.get(node)
+        if p is None:
+            parent = int(self.nodes.parent[node])
+            p = self.path(parent) + [self.nodes.symbol[node]]
+            self._paths[node] = p
+        return p
+
+
+class _Walk:
+    """One sample call's view of the context: LM weights and memoized item rows."""
+
+    def __init__(self, sampler: "TrieSetSampler", context: list, lm: LazyWeights):
+        self.sampler = sampler
+        self.w = fold_nan(lm.weights)
+        self.items = list(b"".join(context))
+        self.rows: dict[int, LazyWeights] = {}
+
+    async def fetch(self, nodes: list[int]) -> None:
+        need = [n for n in dict.fromkeys(nodes) if n not in self.rows]
+        if need:
+            trie, item = self.sampler.trie, self.sampler.item_potential
+            got = await item.batch_logw_next([self.items + trie.path(n) for n in need])
+            self.rows.update(zip(need, got))
+
+
+class TrieSetSampler(SetSampler):
+    """A set sampler over `iter_potential`'s byte tokens and an item potential over bytes.
+
+    Args:
+        iter_potential: a potential over byte-string tokens (e.g. `PromptedLLM`).
+        item_potential: a potential over single bytes (ints 0..255).
+
+    Raises:
+        TypeError: if `iter_potential`'s tokens are not byte strings.
+    """
+
+    def __init__(self, iter_potential: Potential, item_potential: Potential):
+        if not all(isinstance(x, bytes) for x in iter_potential.vocab):
+            raise TypeError("TrieSetSampler needs an iter_potential whose tokens are byte strings")
+        if not all(isinstance(x, int) for x in item_potential.vocab):
+            raise TypeError("TrieSetSampler needs an item_potential over bytes (ints 0..255)")
+        self.iter_potential = iter_potential.to_autobatched()
+        self.item_potential = item_potential.to_autobatched()
+        self.trie = ByteTrie(iter_potential.vocab)
+        coerced = item_potential.coerce(iter_potential, f=b"".join, trie=self.trie.nodes)
+        self.target = iter_potential * coerced
+
+    async def logw_eos(self, context: list) -> float:
+        """`t(EOS) = w(EOS) + item.logw_next(β(ctx))[EOS]` (log)."""
+        lm = await self.iter_potential.logw_next(context)
+        row = await self.item_potential.logw_next(list(b"".join(context)))
+        return float(lm.weights[-1]) + row[self.item_potential.eos]
+
+    async def walk(self, view: _Walk, masses: np.ndarray, skip: set, draw: Any) -> SetSample:
+        """Walk from the root; add each non-skipped token ending at a visited node, and
+        EOS, with weight `w Φ / Q`."""
+        trie, eos = self.trie, self.item_potential.eos
+        rng = current_rng() if draw is None else None
+        await view.fetch([0])
+        tokens, logws = [self.iter_potential.eos], [float(view.w[-1] + view.rows[0][eos])]
+        node, log_phi, log_q = 0, 0.0, 0.0
+        vocab = self.iter_potential.vocab
+        with np.errstate(divide="ignore"):
+            log_mass = np.log(masses)
+        while True:
+            for i in trie.ends[node]:
+                if i not in skip and view.w[i] > NEG_INF:
+                    tokens.append(vocab[i])
+                    logws.append(float(view.w[i]) + log_phi - log_q)
+            kids = list(trie.children[node].items())
+            row = view.rows[node]
+            scores = np.array([log_mass[c] + row[b] for b, c in kids])
+            live = np.flatnonzero(scores > NEG_INF)
+            if live.size == 0:
+                break
+            probs = np.exp(scores[live] - np.max(scores[live]))
+            probs /= probs.sum()
+            k = _choose(probs, [kids[j][0] for j in live], draw, rng)
+            b, node = kids[live[k]]
+            log_q += math.log(probs[k])
+            log_phi += row[b]
+            await view.fetch([node])
+        return SetSample(tokens, logws, log_q)
+
+    def token_masses(self, w: np.ndarray, skip: set) -> np.ndarray:
+        """Trie node masses of `exp(w)` over the tokens (not EOS), without `skip`."""
+        finite = w[:-1][np.isfinite(w[:-1])]
+        top = float(finite.max()) if finite.size else 0.0
+        weights = np.exp(w[:-1] - top)
+        if skip:
+            weights[list(skip)] = 0.0
+        return self.trie.masses(weights)
+
+    def cleanup(self) -> None:
+        self.iter_potential.cleanup()
+        self.item_potential.cleanup()
+
+
+def _choose(probs: np.ndarray, keys: list, draw: Any, rng: np.random.Generator | None) -> int:
+    """Index of the option chosen with probabilities `probs` (through `draw` if given)."""
+    if draw is not None:
+        pick = draw({k: float(p) for k, p in zip(keys, probs)})
+        return keys.index(pick)
+    return int(rng.choice(len(probs), p=probs))
+
+
+class EagerSetSampler(TrieSetSampler):
+    """A trie walk from the root that expands every byte the item potential allows,
+    weighing each move by the LM mass under the child (see the module docstring)."""
+
+    async def sample_set(self, context, draw=None):
+        lm = await self.iter_potential.logw_next(list(context))
+        view = _Walk(self, list(context), lm)
+        return await self.walk(view, self.token_masses(view.w, set()), set(), draw)
+
+
+class TopKSetSampler(TrieSetSampler):
+    """The `K` tokens of largest LM weight, each with its exact weight `t(x)`, plus a
+    trie walk over the other tokens' mass.
+
+    Raises:
+        ValueError: if `K < 1`.
+    """
+
+    def __init__(self, iter_potential: Potential, item_potential: Potential, K: int):
+        if int(K) != K or K < 1:
+            raise ValueError(f"K must be an integer ≥ 1, got {K!r}")
+        super().__init__(iter_potential, item_potential)
+        self.K = int(K)
+
+    async def sample_set(self, context, draw=None):
+        lm = await self.iter_potential.logw_next(list(context))
+        view = _Walk(self, list(context), lm)
+        tokens_w = view.w[:-1]
+        k = min(self.K, len(tokens_w))
+        top = np.argpartition(-tokens_w, k - 1)[:k] if k < len(tokens_w) else np.arange(k)
+        top = [int(i) for i in top if tokens_w[i] > NEG_INF]
+        trie = self.trie
+        leaves = [int(trie.nodes.leaf[i]) for i in top]
+        ancestors = {0}
+        for leaf in leaves:
+            node = leaf
+            while node > 0:
+                node = int(trie.nodes.parent[node])
+                ancestors.add(node)
+        await view.fetch(sorted(ancestors))
+        exact_tokens, exact_logws = [], []
+        for i, leaf in zip(top, leaves):
+            path, log_phi, node = trie.path(leaf), 0.0, 0
+            for b in path:
+                log_phi += view.rows[node][b]
+                node = trie.children[node][b]
+            exact_tokens.append(self.iter_potential.vocab[i])
+            exact_logws.append(float(tokens_w[i]) + log_phi)
+        skip = set(top)
+        rest = await self.walk(view, self.token_masses(view.w, skip), skip, draw)
+        return SetSample(exact_tokens + rest.tokens, exact_logws + rest.logws, rest.logp)
+
+
+class SetTokenSampler(TokenSampler):
+    """Draws one token from a properly weighted set: `token ~ ŵ / Σ_S ŵ`,
+    `logw = log Σ_{x∈S} ŵ(x)`.
+
+    Args:
+        set_sampler: a `SetSampler` (e.g. `EagerSetSampler`, `TopKSetSampler`).
+    """
+
+    def __init__(self, set_sampler: SetSampler):
+        if not isinstance(set_sampler, SetSampler):
+            raise TypeError(f"SetTokenSampler needs a SetSampler, got {type(set_sampler).__name__}")
+        self.set_sampler = set_sampler
+        super().__init__(set_sampler.target)
+
+    async def sample(self, context, draw=None):
+        s = await self.set_sampler.sample_set(list(context), draw=draw)
+        target = self.target
+        row = target.alloc_logws()
+        for token, logw in zip(s.tokens, s.logws):
+            i = target.lookup.get(token)
+            if i is not None and logw > NEG_INF:
+                row[i] = np.logaddexp(row[i], logw)
+        d = await draw_from(target.make_lazy_weights(row), draw=draw)
+        return d.token, d.logw, s.logp + d.logp
+
+    async def logw_eos(self, context):
+        return await self.set_sampler.logw_eos(list(context))
+
+    def cleanup(self) -> None:
+        self.set_sampler.cleanup()
+
+
+def eager_token_sampler(iter_potential: Potential, item_potential: Potential) -> SetTokenSampler:
+    """A `SetTokenSampler` over an `EagerSetSampler`."""
+    return SetTokenSampler(EagerSetSampler(iter_potential, item_potential))
+
+
+def topk_token_sampler(iter_potential: Potential, item_potential: Potential, K: int) -> SetTokenSampler:
+    """A `SetTokenSampler` over a `TopKSetSampler` with `K` exact tokens."""
+    return SetTokenSampler(TopKSetSampler(iter_potential, item_potential, K))
+
+
+__all__ = [
+    "ByteTrie",
+    "EagerSetSampler",
+    "SetSample",
+    "SetSampler",
+    "SetTokenSampler",
+    "TopKSetSampler",
+    "TrieSetSampler",
+    "eager_token_sampler",
+    "topk_token_sampler",
+]
