@@ -1,0 +1,199 @@
+"""Weighted and Boolean context-free grammars over bytes, parsed incrementally (Earley)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from genlm.grammar import CFG, Boolean, Earley, Float
+from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
+from genlm.grammar.cfglm import add_EOS
+
+from genlm.control.potential.base import Potential
+from genlm.control.potential.built_in._cfg_lark import BYTE_SYMBOLS, lark_to_cfg
+from genlm.control.potential.built_in._fsa_arrays import N_BYTES, weight_to_float
+from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.weights import NEG_INF, LazyWeights
+
+Chart = tuple  # Earley columns after a context, one per position
+
+
+def _log(w: float) -> float:
+    return float(np.log(w)) if w > 0 else NEG_INF
+
+
+def byte_symbol_cfg(cfg: CFG) -> CFG:
+    """`cfg` with every terminal a one-byte `bytes`: strings become their UTF-8 bytes,
+    byte values (ints) their one-byte strings.
+
+    Raises:
+        ValueError: for a terminal that is none of these.
+    """
+    if any(isinstance(v, str) for v in cfg.V):
+        cfg = cfg.to_bytes()
+    if all(isinstance(v, bytes) and len(v) == 1 for v in cfg.V):
+        return cfg
+    bad = [v for v in cfg.V if not (isinstance(v, int) and 0 <= v < N_BYTES)]
+    if bad:
+        raise ValueError(f"grammar terminals {bad[:5]!r} are not byte values or strings")
+    new = cfg.spawn(V={BYTE_SYMBOLS[v] for v in cfg.V})
+    for r in cfg:
+        new.add(r.w, r.head, *(BYTE_SYMBOLS[y] if cfg.is_terminal(y) else y for y in r.body))
+    return new
+
+
+class WCFG(Potential):
+    """A weighted context-free grammar over byte values (0..255) as a potential.
+
+    With `G(x)` the total weight of the derivations of string `x`:
+
+        complete(ctx) = log G(ctx),   prefix(ctx) = log Σ_y G(ctx · y)
+
+    Prefix weights come from Earley's algorithm on the grammar's prefix grammar
+    (genlm-grammar). Earley charts are carried per context in a bounded LRU cache and
+    extended by one column per byte; `logw_next` reads every next byte's prefix
+    weight off the last column at once.
+
+    Args:
+        cfg: a `genlm.grammar.CFG` whose terminals are byte values, or single
+            characters / strings (converted to their UTF-8 bytes).
+        cache_size: the most charts kept.
+    """
+
+    boolean = False
+
+    def __init__(self, cfg: CFG, cache_size: int = 4096):
+        if not isinstance(cfg, CFG):
+            raise TypeError(f"expected a genlm.grammar.CFG, got {type(cfg).__name__}")
+        cfg = byte_symbol_cfg(cfg)
+        if self.boolean and cfg.R is not Boolean:
+            cfg = cfg.map_values(lambda w: Boolean(weight_to_float(w) > 0), Boolean)
+        self.cfg = cfg
+        self.cache_size = cache_size
+        self.model = Earley(add_EOS(cfg, GRAMMAR_EOS).prefix_grammar)
+        super().__init__(BYTE_VOCAB)
+        self._init_cache()
+
+    def _init_cache(self) -> None:
+        self._cache: PrefixStateCache[Chart] = PrefixStateCache(
+            (self.model._initial_column,), self._extend, self.cache_size
+        )
+
+    def _extend(self, chart: Chart, token: Any) -> Chart | None:
+        symbol = BYTE_SYMBOLS[token] if token is not GRAMMAR_EOS else token
+        if not chart[-1].waiting_for.get(symbol):  # no item can scan `token`
+            return None
+        return chart + (self.model.next_column(chart, symbol),)
+
+    @classmethod
+    def from_string(cls, grammar: str, cache_size: int = 4096, **kwargs) -> "WCFG":
+        """From genlm-grammar's text format, one rule per line: `weight: HEAD -> body ...`.
+
+        Terminals are the symbols starting with a lower-case letter (as in
+        `genlm.grammar.CFG.from_string`, whose keyword arguments pass through);
+        a terminal string is read as its UTF-8 bytes.
+
+        Raises:
+            ValueError: naming the line that does not parse.
+        """
+        semiring = Boolean if cls.boolean else Float
+        if not isinstance(grammar, str):
+            raise TypeError(f"a grammar must be a str, got {type(grammar).__name__}")
+        try:
+            cfg = CFG.from_string(grammar, semiring, **kwargs)
+        except (ValueError, AssertionError) as e:
+            raise ValueError(f"invalid grammar: {e}") from None
+        if not cfg.rhs.get(cfg.S):
+            raise ValueError(f"invalid grammar: no rule for the start symbol {cfg.S!r}")
+        return cls(cfg, cache_size)
+
+    @classmethod
+    def from_lark(cls, grammar: str, cache_size: int = 4096) -> "WCFG":
+        """From a Lark grammar (see `_cfg_lark` for the exact language accepted).
+
+        Raises:
+            ValueError: naming the problem, for a grammar Lark rejects or one
+                without a `start` rule.
+        """
+        return cls(lark_to_cfg(grammar, Boolean if cls.boolean else Float), cache_size)
+
+    # Weights -----------------------------------------------------------------
+
+    def chart(self, context: Sequence[int]) -> Chart | None:
+        """The Earley columns after `context` (None when no derivation reads it)."""
+        check_byte_context(context)
+        return self._cache.get(context)
+
+    def _value(self, w: Any) -> float:
+        x = weight_to_float(w) if w is not None else 0.0
+        if self.boolean:
+            return 0.0 if x > 0 else NEG_INF
+        return _log(x)
+
+    def _prefix_of_chart(self, chart: Chart | None) -> float:
+        if chart is None:
+            return NEG_INF
+        model = self.model
+        if len(chart) == 1:
+            rules = model.cfg.rhs.get(model.cfg.S, [])
+            return self._value(sum((r.w for r in rules if r.body == ()), model.cfg.R.zero))
+        return self._value(chart[-1].c_chart.get((0, model.cfg.S)))
+
+    async def prefix(self, context: Sequence[int]) -> float:
+        return self._prefix_of_chart(self.chart(context))
+
+    async def complete(self, context: Sequence[int]) -> float:
+        chart = self.chart(context)
+        if chart is None:
+            return NEG_INF
+        return self._prefix_of_chart(self._extend(chart, GRAMMAR_EOS))
+
+    def _row(self, context) -> np.ndarray:
+        chart = self.chart(context)
+        total = self._prefix_of_chart(chart)
+        if total == NEG_INF:
+            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
+        row = np.full(N_BYTES + 1, NEG_INF)
+        for y, w in self.model.next_token_weights(chart).items():
+            row[N_BYTES if y == GRAMMAR_EOS else y[0]] = self._value(w)
+        return row if self.boolean else row - total
+
+    async def logw_next(self, context: Sequence[int]) -> LazyWeights:
+        """`log Σ_y G(ctx·x·y) - log Σ_y G(ctx·y)` for every byte `x`, and EOS."""
+        return self.make_lazy_weights(self._row(context))
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        if not contexts:
+            return []
+        return self.rows_to_weights(np.stack([self._row(c) for c in contexts]))
+
+    async def batch_prefix(self, contexts):
+        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
+
+    async def batch_complete(self, contexts):
+        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
+
+    def spawn(self) -> "WCFG":
+        """A copy sharing the compiled parser tables, with its own chart cache."""
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        c._init_cache()
+        return c
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.cfg)} rules)"
+
+
+class BoolCFG(WCFG):
+    """A Boolean context-free grammar over bytes: 0 on its language (and its
+    prefixes, for `prefix`), -inf elsewhere. Rule weights only matter through
+    their support."""
+
+    boolean = True
+
+
+__all__ = ["WCFG", "BoolCFG"]

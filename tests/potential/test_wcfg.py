@@ -1,0 +1,183 @@
+import math
+
+import lark
+import pytest
+from constraint_helpers import embedded_vocab
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from genlm.control import EOS, WCFG, BoolCFG
+from genlm.control.testing import check_potential
+
+NEG_INF = float("-inf")
+
+ARITH = r"""
+start: "(" start ")" | NUMBER | start "+" start
+NUMBER: /[0-9]+/
+%ignore " "
+"""
+LISTS = r"""
+start: item ("," item)*
+item: WORD | "[" start "]"
+WORD: /[a-c]+/
+"""
+CASES = {
+    "arith": (ARITH, "()+1 2x", b")1"),
+    "lists": (LISTS, "abc,[]d", b"]a"),
+}
+
+_CACHE: dict = {}
+
+
+def setup(name):
+    if name not in _CACHE:
+        text, _, _ = CASES[name]
+        _CACHE[name] = (
+            BoolCFG.from_lark(text),
+            lark.Lark(text, parser="earley", lexer="dynamic_complete"),
+        )
+    return _CACHE[name]
+
+
+def lark_accepts(parser, text):
+    try:
+        parser.parse(text)
+    except lark.exceptions.LarkError:
+        return False
+    return True
+
+
+async def completion(cfg, ctx, prefer, limit=12):
+    """A completion of `ctx` found by the potential itself, preferring bytes in `prefer`."""
+    ctx = list(ctx)
+    for _ in range(limit):
+        row = await cfg.logw_next(ctx)
+        if row[EOS] == 0.0:
+            return bytes(ctx)
+        nxt = next((b for b in prefer if row[b] == 0.0), None)
+        if nxt is None:
+            nxt = next(b for b in range(256) if row[b] == 0.0)
+        ctx.append(nxt)
+    return None
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+async def test_bool_cfg_agrees_with_lark(name, data):
+    cfg, parser = setup(name)
+    _, alphabet, prefer = CASES[name]
+    text = data.draw(st.text(alphabet=alphabet, max_size=8))
+    ctx = list(text.encode())
+    want = 0.0 if lark_accepts(parser, text) else NEG_INF
+    assert await cfg.complete(ctx) == want
+    viable = await cfg.prefix(ctx) == 0.0
+    if want == 0.0:
+        assert viable
+        for k in range(len(ctx)):
+            assert await cfg.prefix(ctx[:k]) == 0.0
+    if viable:
+        # The claim "ctx is a viable prefix" is checked by Lark on a witness.
+        witness = await completion(cfg, ctx, prefer)
+        assert witness is not None and witness.startswith(bytes(ctx))
+        assert lark_accepts(parser, witness.decode())
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+async def test_every_prefix_of_a_lark_sentence_is_viable(name, data):
+    cfg, parser = setup(name)
+    # Sentences built from the grammar's own pieces, so most parse.
+    pieces = {"arith": ["(", ")", "1", "23", "+", " "], "lists": ["a", "bc", ",", "[", "]"]}[name]
+    text = "".join(data.draw(st.lists(st.sampled_from(pieces), max_size=8)))
+    if lark_accepts(parser, text):
+        ctx = list(text.encode())
+        assert await cfg.complete(ctx) == 0.0
+        for k in range(len(ctx) + 1):
+            assert await cfg.prefix(ctx[:k]) == 0.0
+
+
+async def test_weighted_grammar_by_hand():
+    # S -> a S b (1/2) | c (1/2): G(a^n c b^n) = 2^-(n+1); prefix("a") = 1/2.
+    g = WCFG.from_string("0.5: S -> a S b\n0.5: S -> c\n")
+    assert await g.complete(list(b"acb")) == pytest.approx(math.log(0.25))
+    assert await g.complete(list(b"aacbb")) == pytest.approx(math.log(0.125))
+    assert await g.prefix(list(b"a")) == pytest.approx(math.log(0.5))
+    assert await g.prefix(list(b"aa")) == pytest.approx(math.log(0.25))
+    assert await g.complete(list(b"ac")) == NEG_INF
+    row = await g.logw_next(list(b"ac"))
+    assert row[ord("b")] == pytest.approx(0.0)
+    assert row[EOS] == NEG_INF
+    await check_potential(g, [[], list(b"a"), list(b"ac"), list(b"aacb")])
+
+
+async def test_multibyte_string_terminals():
+    g = BoolCFG.from_string("1: S -> héllo\n1: S -> S x\n")
+    assert await g.complete(list("héllo".encode())) == 0.0
+    assert await g.complete(list("hélloxx".encode())) == 0.0
+    assert await g.prefix(list("hé".encode())[:2]) == 0.0
+    assert await g.complete(list(b"hello")) == NEG_INF
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_check_potential(name):
+    cfg, _ = setup(name)
+    ctxs = {"arith": [b"", b"(1", b"(1 +", b"x"], "lists": [b"", b"a,[b", b"a,", b"d"]}[name]
+    await check_potential(cfg, [list(c) for c in ctxs])
+    w = WCFG.from_lark(CASES[name][0])
+    await check_potential(w, [list(c) for c in ctxs])
+
+
+async def test_small_cache_gives_the_same_answers():
+    small = BoolCFG.from_lark(ARITH, cache_size=1)
+    big, _ = setup("arith")
+    for s in [b"((1)+2)", b"((1", b"(1)+(", b"1))"]:
+        assert await small.prefix(list(s)) == await big.prefix(list(s))
+        assert await small.complete(list(s)) == await big.complete(list(s))
+    assert len(small._cache) <= 1
+
+
+async def test_coerced_onto_the_embedded_vocabulary():
+    vocab = embedded_vocab()
+    cfg, parser = setup("arith")
+    coerced = cfg.coerce(vocab, f=b"".join)
+    by_bytes = {bytes(t): t for t in vocab}
+    ctx = [by_bytes[b"("]] if b"(" in by_bytes else []
+    await check_potential(coerced, [[], ctx], top=40)
+    row = await coerced.logw_next(ctx)
+    for tok in vocab[::41]:
+        assert row[tok] == await cfg.prefix(list(b"".join(ctx + [tok])))
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("start: (", ["invalid Lark grammar"]),
+        ('foo: "a"', ["start"]),
+        ("start: bar", ["invalid Lark grammar"]),
+        ('start: A\nA: /a(?=b)/', ["terminal A", "lookahead"]),
+    ],
+)
+def test_bad_lark_grammar(text, words):
+    with pytest.raises(ValueError) as info:
+        BoolCFG.from_lark(text)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_bad_grammar_string():
+    with pytest.raises(ValueError, match="invalid grammar"):
+        BoolCFG.from_string("S -> a b\n")
+    with pytest.raises(ValueError, match="start symbol"):
+        BoolCFG.from_string("1: T -> a\n")
+    with pytest.raises(TypeError):
+        BoolCFG.from_string(3)
+
+
+async def test_non_byte_tokens_are_a_type_error():
+    cfg, _ = setup("arith")
+    with pytest.raises(TypeError, match="byte value"):
+        await cfg.prefix(["("])
+    with pytest.raises(ValueError, match="weight zero"):
+        await cfg.logw_next(list(b")"))
