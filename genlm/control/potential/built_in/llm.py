@@ -15,6 +15,7 @@ import torch
 from genlm.backend.llm import AsyncLM
 from genlm.backend.tokenization.token import Token
 
+from genlm.control.embedded import resolve
 from genlm.control.potential.base import Potential
 from genlm.control.potential.tables import VocabTables, build_tables
 from genlm.control.weights import LazyWeights
@@ -155,13 +156,11 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
         ImportError: vLLM without CUDA or without the `vllm` package.
     """
     if backend is None:
-        backend = "vllm" if torch.cuda.is_available() else "hf"
+        backend = "vllm" if _vllm_usable() else "hf"
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: choose one of {list(BACKENDS)}")
-    path = _resolve(name)
-    if backend == "vllm" and (
-        not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None
-    ):
+    path = resolve(name)
+    if backend == "vllm" and not _vllm_usable():
         raise ImportError(
             "the vLLM backend needs CUDA and the vllm package (`pip install genlm-backend[vllm]`); "
             "use backend='hf' on CPU"
@@ -185,17 +184,13 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
             else ""
         )
         raise OSError(
-            f"model {name!r} could not be found locally: it is neither a model directory "
-            f"nor in the Hugging Face cache{offline}"
+            f"model {name!r} could not be found locally (it is neither a model directory "
+            f"nor in the Hugging Face cache) or fetched from the Hub{offline}"
         ) from exc
 
 
-def _resolve(name: str) -> str:
-    try:
-        from genlm.control.embedded import resolve
-    except ImportError:  # pragma: no cover - the embedded model ships with the package
-        return name
-    return resolve(name)
+def _vllm_usable() -> bool:
+    return torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
 
 
 class PromptedLLM(Potential):
@@ -269,7 +264,8 @@ class PromptedLLM(Potential):
         Args:
             name: a Hugging Face name, a local directory, or the embedded model's name
                 (`genlm.control.embedded.EMBEDDED_MODEL`).
-            backend: "hf", "vllm" or "mock"; default "vllm" with CUDA, else "hf".
+            backend: "hf", "vllm" or "mock"; default "vllm" where CUDA and vllm are
+                available, else "hf".
             **kwargs: passed to the backend's `from_name`.
 
         Raises:
@@ -305,7 +301,11 @@ class PromptedLLM(Potential):
         if bad is not None:
             raise ValueError(f"prompt token id {bad} is outside the vocabulary (0..{n - 1})")
         self._prompt_ids = ids
-        self._start = tuple(ids) if ids else (_start_id(self.model),)
+
+    @property
+    def _start(self) -> tuple:
+        """The ids every query starts with: the prompt, or BOS when it is empty."""
+        return tuple(self._prompt_ids) or (_start_id(self.model),)
 
     @property
     def prompt(self) -> list[Token]:
@@ -478,7 +478,7 @@ def _unique(keys: Sequence[tuple]) -> tuple[list, np.ndarray]:
     return list(index), inverse
 
 
-def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 4):
+def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 3):
     if eos_tokens is None:
         return eos_byte_strings
     warnings.warn(
