@@ -243,3 +243,26 @@ async def test_spawn_shares_the_automaton_not_the_cache():
     copy = fsa.spawn()
     assert copy.automaton is fsa.automaton and len(copy._cache) == 0
     assert await copy.prefix(list(b"aaa")) == await fsa.prefix(list(b"aaa"))
+
+
+SMALL_VOCAB = [b"a", b"ab", b"b", b"ba", b"c", b"", "é".encode(), "é".encode()[:1], b"x\n", b"12"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("cls", [WFSA, BoolFSA])
+async def test_compiled_coercion_equals_the_trie_walk(pattern, cls):
+    from genlm.control.potential import Coerced
+    from genlm.control.potential.built_in._fsa_coerce import CoercedDFA
+
+    fsa = _cached(cls, pattern)
+    fast = fsa.coerce(SMALL_VOCAB, f=b"".join)
+    slow = Coerced(fsa, SMALL_VOCAB, b"".join)
+    assert isinstance(fast, CoercedDFA) and not isinstance(slow, CoercedDFA)
+    rng = np.random.default_rng(0)
+    contexts = [[]] + [list(rng.choice(SMALL_VOCAB[:6], size=k)) for k in (1, 2, 3, 4)]
+    live = [c for c in contexts if await slow.prefix(c) > NEG_INF]
+    for c in live:
+        (await fast.logw_next(c)).assert_equal(await slow.logw_next(c), rtol=1e-9, atol=1e-12)
+    await check_potential(fast, contexts)
+    copy = fast.spawn()
+    assert isinstance(copy, CoercedDFA) and copy._tables == {}

@@ -51,6 +51,9 @@ class ByteAutomaton:
         beta: backward weights `β`, shape (n,).
         next_mass: `M`, shape (n, 257).
         boolean: whether only the support of the weights matters.
+        delta: for a deterministic automaton, `delta[q, b]` is the state after byte
+            `b` from `q` (-1: none); None otherwise.
+        log_arc: for a deterministic automaton, `log T_b[q, delta[q, b]]`.
     """
 
     start: np.ndarray
@@ -59,6 +62,8 @@ class ByteAutomaton:
     beta: np.ndarray
     next_mass: np.ndarray
     boolean: bool
+    delta: np.ndarray | None = None
+    log_arc: np.ndarray | None = None
 
     @property
     def n_states(self) -> int:
@@ -156,7 +161,23 @@ def _assemble(start, stop, src, dst, lab, val, boolean) -> ByteAutomaton:
     mass[:, N_BYTES] = stop
     if boolean:
         mass = (mass > 0) * 1.0
-    return ByteAutomaton(start, stop, tuple(trans), beta, mass, boolean)
+    delta, log_arc = _deterministic_tables(start, src, dst, lab, val, n)
+    return ByteAutomaton(start, stop, tuple(trans), beta, mass, boolean, delta, log_arc)
+
+
+def _deterministic_tables(start, src, dst, lab, val, n):
+    """`(delta, log_arc)` when the automaton is deterministic, else `(None, None)`."""
+    if np.count_nonzero(start) != 1:
+        return None, None
+    delta = np.full((n, N_BYTES), -1, dtype=np.int64)
+    log_arc = np.full((n, N_BYTES), -np.inf)
+    pairs = src * N_BYTES + lab
+    if len(np.unique(pairs)) != len(pairs):
+        return None, None
+    delta[src, lab] = dst
+    with np.errstate(divide="ignore"):
+        log_arc[src, lab] = np.log(val)
+    return delta, log_arc
 
 
 def _backward(total: sp.csr_matrix, stop: np.ndarray, boolean: bool) -> np.ndarray:

@@ -97,7 +97,6 @@ class WFSA(Potential):
 
     def forward(self, context: Sequence[int]) -> Forward | None:
         """The forward weights after `context` (None when no path reads it)."""
-        check_byte_context(context)
         return self._cache.get(context)
 
     def _weight(self, fwd: Forward | None, vec: np.ndarray) -> float:
@@ -141,6 +140,17 @@ class WFSA(Potential):
     async def batch_complete(self, contexts):
         return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
 
+    def coerce(self, other, f, prune=True, homomorphic=None, trie=None):
+        """As `Potential.coerce`; a deterministic automaton coerced through `b"".join`
+        gets `CoercedDFA`, whose `logw_next` reads a per-state table over the tokens."""
+        from genlm.control.potential.built_in._fsa_coerce import CoercedDFA
+        from genlm.control.potential.coerce import is_join
+
+        join = is_join(f) if homomorphic is None else homomorphic
+        if self.automaton.delta is not None and join:
+            return CoercedDFA(self, other, f, prune=prune, homomorphic=True, trie=trie)
+        return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
+
     def spawn(self) -> "WFSA":
         """A copy sharing the compiled automaton, with its own cache."""
         c = object.__new__(type(self))
@@ -173,7 +183,19 @@ def _rescale(alpha: np.ndarray, log_scale: float) -> Forward | None:
     return Forward(alpha / top, log_scale + float(np.log(top)))
 
 
+def q_prev(fwd: Forward) -> int:
+    return int(np.argmax(fwd.alpha))
+
+
 def _step(a: ByteAutomaton, fwd: Forward, byte: int) -> Forward | None:
+    check_byte_context((byte,))
+    if a.delta is not None:  # deterministic: alpha is one-hot
+        q = int(a.delta[int(np.argmax(fwd.alpha)), byte])
+        if q < 0:
+            return None
+        alpha = np.zeros(a.n_states)
+        alpha[q] = 1.0
+        return Forward(alpha, 0.0 if a.boolean else fwd.log_scale + a.log_arc[q_prev(fwd), byte])
     t = a.trans[byte]
     if t is None:
         return None
