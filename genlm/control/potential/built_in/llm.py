@@ -440,11 +440,14 @@ class PromptedLLM(Potential):
         eos_byte_strings: Sequence[bytes] | None = None,
         temperature: float | None = None,
         lora_name: str | None = _INHERIT,
+        *,
+        eos_tokens: Sequence[bytes] | None = None,
     ) -> "PromptedLLM":
         """A copy over the same model; unspecified settings are this one's.
 
         Copies with the same EOS share `token_maps` (no O(V) work).
         """
+        eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens)
         maps = self.token_maps
         if eos_byte_strings is not None:
             new = build_token_maps(maps.decode, eos_byte_strings)
