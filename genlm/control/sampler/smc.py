@@ -203,15 +203,23 @@ def _particle_rng(root: np.random.SeedSequence, step: int, slot: int) -> np.rand
     )
 
 
-async def _step_one(particle: SequenceModel, root: np.random.SeedSequence, step: int, slot: int) -> float:
+async def _retrying(call: Callable[[], Any]) -> Any:
+    """`await call()`, run again when its batch was abandoned by another run's task."""
     for attempt in range(_MAX_ATTEMPTS):
-        with using_rng(_particle_rng(root, step, slot)):
-            try:
-                return await particle.step()
-            except BatchAbandoned:
-                if attempt + 1 == _MAX_ATTEMPTS:
-                    raise
+        try:
+            return await call()
+        except BatchAbandoned:
+            if attempt + 1 == _MAX_ATTEMPTS:
+                raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _step_one(particle: SequenceModel, root: np.random.SeedSequence, step: int, slot: int) -> float:
+    async def attempt() -> float:
+        with using_rng(_particle_rng(root, step, slot)):
+            return await particle.step()
+
+    return await _retrying(attempt)
 
 
 async def _cancel_all(tasks: list[asyncio.Task]) -> None:
@@ -300,7 +308,7 @@ async def smc_standard(
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
     root = np.random.SeedSequence(seed)
     rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(0,)))
-    start = float(fold_nan(np.array([await model.start()]))[0])
+    start = float(fold_nan(np.array([await _retrying(model.start)]))[0])
     pop = Population.of(model, n_particles, start)
     if start == NEG_INF:
         for p in pop.particles:
