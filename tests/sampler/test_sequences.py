@@ -1,0 +1,78 @@
+"""`Sequences`: statistics, posteriors and display of weighted sequences."""
+
+import math
+
+import numpy as np
+import pytest
+
+from genlm.control import EOS
+from genlm.control.sampler.sequence import Sequences
+
+
+def test_statistics_of_known_weights():
+    seqs = Sequences([[b"a", EOS], [b"b", EOS], [b"a", EOS]], np.log([1.0, 2.0, 1.0]))
+    assert seqs.size == len(seqs) == 3
+    assert seqs.log_total == pytest.approx(math.log(4))
+    assert seqs.log_ml == pytest.approx(math.log(4 / 3))
+    np.testing.assert_allclose(seqs.normalized_weights, [0.25, 0.5, 0.25])
+    assert seqs.ess == pytest.approx(1 / (0.25**2 * 2 + 0.5**2))
+    assert seqs.log_ess == pytest.approx(math.log(seqs.ess))
+    np.testing.assert_allclose(seqs.log_normalized_weights, np.log([0.25, 0.5, 0.25]))
+
+
+def test_posterior_sums_duplicates_and_keys_on_tokens_with_eos():
+    seqs = Sequences([[b"a", EOS], [b"b", EOS], [b"a", EOS]], np.log([1.0, 2.0, 1.0]))
+    post = seqs.posterior
+    assert post == {(b"b", EOS): 0.5, (b"a", EOS): 0.5}
+    assert list(post)[0] in post  # largest first; ties are fine
+    assert seqs.decoded_posterior == {"a": 0.5, "b": 0.5}
+
+
+def test_decoded_posterior_keeps_finished_decodable_sequences():
+    ctxs = [[b"h", b"i", EOS], [b"\xff", EOS], [b"o", b"k"], [b"\xc3", b"\xa9", EOS]]
+    seqs = Sequences(ctxs, np.log([1.0, 1.0, 1.0, 2.0]))
+    assert seqs.decoded_posterior == pytest.approx({"hi": 1 / 3, "é": 2 / 3})
+    assert list(seqs.decoded_posterior) == ["é", "hi"]
+    assert len(seqs.posterior) == 4
+    assert str(seqs) == str(seqs.decoded_posterior)
+
+
+def test_units_are_flattened():
+    ctxs = [[[b"a", b"b"], [b"c"], EOS], [[b"a"], [b"b", b"c"], EOS]]
+    seqs = Sequences(ctxs, [0.0, 0.0])
+    assert seqs.posterior == {(b"a", b"b", b"c", EOS): 1.0}
+    assert seqs.decoded_posterior == {"abc": 1.0}
+
+
+def test_string_tokens_decode_by_joining():
+    seqs = Sequences([["x", "y", EOS]], [0.0])
+    assert seqs.decoded_posterior == {"xy": 1.0}
+
+
+def test_all_minus_inf_and_nan_weights():
+    with np.errstate(all="raise"):
+        seqs = Sequences([[b"a", EOS], [b"b"]], [float("nan"), -math.inf])
+        assert seqs.log_ml == -math.inf and seqs.ess == 0.0 and seqs.log_ess == -math.inf
+        np.testing.assert_array_equal(seqs.log_weights, [-math.inf, -math.inf])
+        np.testing.assert_array_equal(seqs.normalized_weights, [0.0, 0.0])
+        assert len(seqs.posterior) == 0 and len(seqs.decoded_posterior) == 0
+    empty = Sequences([], [])
+    assert empty.log_ml == -math.inf and len(empty) == 0
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="contexts but"):
+        Sequences([[EOS]], [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"\+inf"):
+        Sequences([[EOS]], [math.inf])
+
+
+def test_iteration_indexing_and_show(capsys):
+    seqs = Sequences([[b"a", EOS], [b"b", EOS]], [-1.0, -0.5])
+    assert list(seqs) == [([b"a", EOS], -1.0), ([b"b", EOS], -0.5)]
+    assert seqs[1] == ([b"b", EOS], -0.5)
+    seqs.show()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "b'b'" in lines[0] and "-0.5" in lines[0]
+    page = seqs._repr_html_()
+    assert page.index("<pre>b</pre>") < page.index("<pre>a</pre>")
