@@ -1,0 +1,163 @@
+"""Interned JSON recognizer states and `JsonSchema` coerced through `b"".join`.
+
+States are interned to ids, and their byte transitions kept in a table
+`T[id, byte]` (-1: dead, -2: not computed yet) filled on demand. For a token `x`
+with bytes `x₁…x_k` the coerced row after a context in state `q` is
+
+    logw_next(ctx)[x] = 0 if T[…T[T[q, x₁], x₂]…, x_k] ≥ 0 else -inf
+
+which depends on `q` only: one vectorised walk of the token trie (one table
+gather per trie level, computing only the missing transitions) gives the row,
+kept in a bounded LRU keyed by state.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from genlm.control.potential.built_in._json_machine import accepts, step
+from genlm.control.potential.coerce import Coerced
+from genlm.control.weights import NEG_INF, LazyWeights
+
+DEAD, UNKNOWN = -1, -2
+
+
+class Transitions:
+    """A memo of the recognizer's transitions over interned states.
+
+    Args:
+        root: the initial state.
+        max_states: interned states kept before `full()` says to `reset()`.
+    """
+
+    def __init__(self, root: frozenset, max_states: int):
+        self.root = root
+        self.max_states = max_states
+        self.reset()
+
+    def reset(self) -> None:
+        self.ids: dict = {}
+        self.states: list = []
+        self.table = np.full((64, 256), UNKNOWN, dtype=np.int64)
+        self.accepting: dict[int, bool] = {}
+        self.sid(self.root)
+
+    def full(self) -> bool:
+        return len(self.states) > self.max_states
+
+    def sid(self, state: frozenset) -> int:
+        i = self.ids.get(state)
+        if i is None:
+            i = self.ids[state] = len(self.states)
+            self.states.append(state)
+            if i >= len(self.table):
+                grown = np.full((2 * len(self.table), 256), UNKNOWN, dtype=np.int64)
+                grown[: len(self.table)] = self.table
+                self.table = grown
+        return i
+
+    def fill(self, i: int, byte: int) -> int:
+        nxt = step(self.states[i], byte)
+        j = DEAD if nxt is None else self.sid(nxt)
+        self.table[i, byte] = j
+        return j
+
+    def next_state(self, state: frozenset, byte: int):
+        i = self.sid(state)
+        j = self.table[i, byte]
+        if j == UNKNOWN:
+            j = self.fill(i, byte)
+        return None if j == DEAD else self.states[j]
+
+    def next_ids(self, ids: np.ndarray, symbols: np.ndarray) -> np.ndarray:
+        """`T[ids, symbols]`, computing the missing entries."""
+        out = self.table[ids, symbols]
+        missing = np.flatnonzero(out == UNKNOWN)
+        if len(missing):
+            for i, b in set(zip(ids[missing].tolist(), symbols[missing].tolist())):
+                self.fill(i, b)
+            out = self.table[ids, symbols]
+        return out
+
+    def byte_row(self, i: int) -> np.ndarray:
+        """`T[i, :]` with every entry computed."""
+        row = self.table[i]
+        for b in np.flatnonzero(row == UNKNOWN).tolist():
+            self.fill(i, b)
+        return self.table[i]
+
+    def accepts(self, state: frozenset) -> bool:
+        i = self.sid(state)
+        hit = self.accepting.get(i)
+        if hit is None:
+            hit = self.accepting[i] = accepts(state)
+        return hit
+
+
+class CoercedJson(Coerced):
+    """`Coerced` for `JsonSchema` through `b"".join` (same values, per-state token rows).
+
+    Args:
+        as for `Coerced`, plus `row_cache_size`: the most per-state rows kept.
+    """
+
+    def __init__(self, *args, row_cache_size: int = 1024, **kwargs):
+        super().__init__(*args, **kwargs)
+        trie = self.trie
+        self._symbols = np.array([0] + [int(s) for s in trie.symbol[1:]], dtype=np.int64)
+        self._row_cache_size = row_cache_size
+        self._rows: OrderedDict = OrderedDict()
+
+    def _walk(self, state: frozenset) -> np.ndarray:
+        t = self.potential.transitions
+        trie = self.trie
+        ids = np.full(trie.n_nodes, DEAD, dtype=np.int64)
+        ids[0] = t.sid(state)
+        for level in trie.levels:
+            par = ids[trie.parent[level]]
+            ok = par >= 0
+            if not ok.any():
+                break
+            live = level[ok]
+            ids[live] = t.next_ids(par[ok], self._symbols[live])
+        row = np.full(len(self.vocab_eos), NEG_INF)
+        row[:-1][ids[self._leaf] >= 0] = 0.0
+        row[-1] = 0.0 if t.accepts(state) else NEG_INF
+        return row
+
+    def _row_of(self, context) -> np.ndarray:
+        state = self.potential.state(self._map(context))
+        if state is None:
+            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
+        row = self._rows.get(state)
+        if row is None:
+            row = self._rows[state] = self._walk(state)
+            if len(self._rows) > self._row_cache_size:
+                self._rows.popitem(last=False)
+        else:
+            self._rows.move_to_end(state)
+        return row
+
+    async def logw_next(self, context) -> LazyWeights:
+        """The state's row: `logw_next(ctx)[x] = prefix(ctx·x) − prefix(ctx)`."""
+        return self.make_lazy_weights(self._row_of(context).copy())
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        if not contexts:
+            return []
+        return self.rows_to_weights(np.stack([self._row_of(c) for c in contexts]))
+
+    def spawn(self) -> "CoercedJson":
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        c.potential = self.potential.spawn()
+        c._rows = OrderedDict()
+        return c
+
+    def __repr__(self) -> str:
+        return f"CoercedJson({self.potential!r}, |V|={len(self.tables.vocab)})"
+
+
+__all__ = ["CoercedJson", "Transitions"]

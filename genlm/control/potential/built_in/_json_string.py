@@ -1,0 +1,237 @@
+"""JSON strings read byte by byte: UTF-8, escapes, length, `pattern` and value sets.
+
+A string is read as code points: raw UTF-8 bytes (validated) or escapes (`\\n`,
+`\\uXXXX`, surrogate pairs `\\uD83D\\uDE00` as one code point; a lone surrogate
+escape is rejected). While a code point is incomplete the set of code points it
+can still become is a union of ranges, and the string is live iff one of them
+keeps the constraints satisfiable: a prefix of an allowed value, or a `pattern`
+automaton state from which a final state is reachable within the length bounds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from genlm.control.potential.built_in._fsa_regex import _next_bytes, _utf8_len, byte_dfa
+
+try:  # pragma: no cover - import location depends on the Python version
+    from re import _constants as sre_constants
+    from re import _parser as sre_parse
+except ImportError:  # pragma: no cover
+    import sre_constants
+    import sre_parse
+
+MAX_CP = 0x10FFFF
+SIMPLE_ESCAPES = {"\"": "\"", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+HEX = frozenset("0123456789abcdefABCDEF")
+_UTF8_RANGES = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xD7FF), (0xE000, 0xFFFF), (0x10000, MAX_CP))
+
+
+class Pattern:
+    """`re.search(pattern, s)` over the UTF-8 bytes of `s`, as a byte DFA with int states.
+
+    Classes `\\d`, `\\w`, `\\s` are ASCII (as in ECMA-262); a leading `^` and a
+    trailing `$` anchor the match (`$` also before a final newline, as in `re`).
+    """
+
+    def __init__(self, source: str, start: int, finals: frozenset, arcs: list[dict]):
+        self.source, self.start, self.finals, self.arcs = source, start, finals, arcs
+        self._targets: dict = {}
+        self._lengths: dict = {}
+
+    @classmethod
+    def compile(cls, pattern: str, where: str = "#") -> "Pattern":
+        body, head, tail = _anchors(pattern, where)
+        full = ("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*")
+        try:
+            initial, finals, arcs = byte_dfa(full)
+        except ValueError as e:
+            raise ValueError(f"pattern {pattern!r} at {where}: {e}") from None
+        ids = {s: i for i, s in enumerate([initial, *(s for s in arcs if s != initial)])}
+        table = [{} for _ in ids]
+        for s, out in arcs.items():
+            table[ids[s]] = {b: ids[t] for b, t in out.items()}
+        return cls(pattern, ids[initial], frozenset(ids[s] for s in finals), table)
+
+    def step(self, q: int, byte: int) -> int | None:
+        return self.arcs[q].get(byte)
+
+    def feed(self, q: int | None, data: bytes) -> int | None:
+        for b in data:
+            if q is None:
+                return None
+            q = self.arcs[q].get(b)
+        return q
+
+    def targets(self, q: int, ranges: tuple) -> frozenset:
+        """States after reading one whole code point in `ranges` from `q`."""
+        key = (q, ranges)
+        hit = self._targets.get(key)
+        if hit is None:
+            out: set = set()
+            for lo, hi in ranges:
+                for a, b in _UTF8_RANGES:
+                    if max(lo, a) <= min(hi, b):
+                        self._walk(q, chr(max(lo, a)).encode(), chr(min(hi, b)).encode(), out)
+            hit = self._targets[key] = frozenset(out)
+        return hit
+
+    def _walk(self, q: int, lo: bytes, hi: bytes, out: set) -> None:
+        if not lo:
+            out.add(q)
+            return
+        n = len(lo) - 1
+        for b in range(lo[0], hi[0] + 1):
+            nxt = self.arcs[q].get(b)
+            if nxt is not None:
+                sub_lo = lo[1:] if b == lo[0] else b"\x80" * n
+                sub_hi = hi[1:] if b == hi[0] else b"\xbf" * n
+                self._walk(nxt, sub_lo, sub_hi, out)
+
+    def length_ok(self, q: int, count: int, min_len: int, max_len: int | None) -> bool:
+        """Whether a final state is reachable from `q` after `d` more code points
+        with `min_len ≤ count + d ≤ max_len`."""
+        need = max(0, min_len - count)
+        if max_len is None and need == 0:
+            return True
+        last = need + 4 * len(self.arcs) if max_len is None else max_len - count
+        key = (q, need, last)
+        hit = self._lengths.get(key)
+        if hit is None:
+            hit = self._lengths[key] = self._search(q, need, last)
+        return hit
+
+    def _search(self, q: int, need: int, last: int) -> bool:
+        layer = self._closure({q})
+        for d in range(last + 1):
+            if d >= need and layer & self.finals:
+                return True
+            layer = self._closure({t for s in layer for b, t in self.arcs[s].items() if not 0x80 <= b < 0xC0})
+            if not layer:
+                return False
+        return False
+
+    def _closure(self, states: set) -> frozenset:
+        """`states` plus what continuation bytes (0x80..0xBF) reach from them."""
+        out, stack = set(states), list(states)
+        while stack:
+            s = stack.pop()
+            for b, t in self.arcs[s].items():
+                if 0x80 <= b < 0xC0 and t not in out:
+                    out.add(t)
+                    stack.append(t)
+        return frozenset(out)
+
+
+def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern at {where} must be a string")
+    try:
+        parsed = sre_parse.parse(pattern)
+    except re.error as e:
+        raise ValueError(f"invalid pattern {pattern!r} at {where}: {e}") from None
+    items = list(parsed)
+    head = bool(items) and items[0] == (sre_constants.AT, sre_constants.AT_BEGINNING)
+    tail = bool(items) and items[-1] == (sre_constants.AT, sre_constants.AT_END)
+    body = pattern[1 if head else 0:]
+    if tail:
+        if not body.endswith("$"):
+            raise ValueError(f"pattern {pattern!r} at {where}: unsupported end anchor")
+        body = body[:-1]
+    return body, head, tail
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """An object key: one of `values` (None: any key not in `seen`)."""
+
+    values: frozenset | None
+    seen: frozenset
+
+
+class SFrame(NamedTuple):
+    """A string being read: `spec` (a `Str` or `KeySpec`), code points read
+    (capped), pattern state, decoded text (when values are constrained),
+    the escape being read and the bytes of an incomplete UTF-8 character."""
+
+    spec: object
+    count: int = 0
+    q: int | None = None
+    text: str = ""
+    esc: str = ""
+    u8: bytes = b""
+
+
+def escape_state(esc: str) -> tuple[str | None, tuple]:
+    """`(char, ())` for a complete escape, else `(None, ranges)` of the code points it
+    can still become (empty: invalid)."""
+    if esc == "\\":
+        return None, ((0, MAX_CP),)
+    c = esc[1]
+    if c != "u":
+        return (SIMPLE_ESCAPES[c], ()) if len(esc) == 2 and c in SIMPLE_ESCAPES else (None, ())
+    hexes = esc[2:6]
+    if not all(h in HEX for h in hexes):
+        return None, ()
+    if len(hexes) < 4:
+        return None, _hex_ranges(hexes)
+    v = int(hexes, 16)
+    if 0xDC00 <= v <= 0xDFFF:
+        return None, ()
+    if not 0xD800 <= v <= 0xDBFF:
+        return (chr(v), ()) if len(esc) == 6 else (None, ())
+    base = 0x10000 + ((v - 0xD800) << 10)
+    tail = esc[6:]
+    if tail in ("", "\\", "\\u"):
+        return None, ((base, base + 0x3FF),)
+    low = tail[2:]
+    if not tail.startswith("\\u") or len(low) > 4 or not all(h in HEX for h in low):
+        return None, ()
+    lo16, hi16 = _hex_span(low)
+    lo16, hi16 = max(lo16, 0xDC00), min(hi16, 0xDFFF)
+    if lo16 > hi16:
+        return None, ()
+    if len(low) == 4:
+        return chr(base + lo16 - 0xDC00), ()
+    return None, ((base + lo16 - 0xDC00, base + hi16 - 0xDC00),)
+
+
+def _hex_span(h: str) -> tuple[int, int]:
+    width = 16 ** (4 - len(h))
+    lo = int(h, 16) * width if h else 0
+    return lo, lo + width - 1
+
+
+def _hex_ranges(h: str) -> tuple:
+    lo, hi = _hex_span(h)
+    out = []
+    if lo <= min(hi, 0xD7FF):
+        out.append((lo, min(hi, 0xD7FF)))
+    a, b = max(lo, 0xD800), min(hi, 0xDBFF)
+    if a <= b:
+        out.append((0x10000 + ((a - 0xD800) << 10), 0x10000 + ((b - 0xD800) << 10) + 0x3FF))
+    if max(lo, 0xE000) <= hi:
+        out.append((max(lo, 0xE000), hi))
+    return tuple(out)
+
+
+def utf8_ranges(u8: bytes) -> tuple:
+    """The code points an incomplete UTF-8 sequence `u8` can still become."""
+    n = len(u8)
+    total = _utf8_len(u8[0])
+    value = u8[0] & (0x7F >> total)
+    for b in u8[1:]:
+        value = (value << 6) | (b & 0x3F)
+    rem = 6 * (total - n)
+    lo, hi = value << rem, (value << rem) | ((1 << rem) - 1)
+    return tuple((max(lo, a), min(hi, b)) for a, b in _UTF8_RANGES if max(lo, a) <= min(hi, b))
+
+
+def _in_ranges(cp: int, ranges: tuple) -> bool:
+    return any(lo <= cp <= hi for lo, hi in ranges)
+
+
+__all__ = ["Pattern", "KeySpec", "SFrame", "escape_state", "utf8_ranges", "_next_bytes",
+           "_in_ranges"]

@@ -1,0 +1,146 @@
+"""`JsonSchema`: the JSON documents valid under a schema, as a Boolean potential over bytes."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from genlm.control.potential.base import Potential
+from genlm.control.potential.built_in._json_coerce import CoercedJson, Transitions
+from genlm.control.potential.built_in._json_machine import initial_state
+from genlm.control.potential.built_in._json_schema import compile_schema
+from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.weights import NEG_INF, LazyWeights
+
+
+class JsonSchema(Potential):
+    """JSON documents valid under a JSON Schema, over byte values (0..255).
+
+        complete(ctx) = 0 iff the bytes are a valid document, else -inf
+        prefix(ctx)   = 0 iff some valid document starts with the bytes, else -inf
+
+    The schema is compiled to a deterministic pushdown recognizer (a set of frame
+    stacks per prefix); its state after a context is cached and extended one byte
+    at a time, and `logw_next` reads all 256 next bytes and EOS off that state, so
+    its cost does not grow with the context.
+
+    Language: UTF-8 JSON text (RFC 8259), whitespace (space, tab, LF, CR) allowed
+    wherever JSON allows it. `complete` agrees with `json.loads` +
+    `jsonschema` validation except where this class is stricter or exact:
+
+    - duplicate keys in an object are rejected;
+    - `integer` means a number spelled without fraction or exponent (`1.0`, `1e2`
+      are not integers here, though jsonschema accepts them);
+    - numbers compare as exact decimals (no float rounding): `minimum`,
+      `maximum`, `enum` and `const` read `1.0` and `1` as equal, and
+      `0.10000000000000000001` as not equal to `0.1`;
+    - `NaN`, `Infinity`, a byte-order mark and lone surrogate escapes are rejected;
+    - `pattern` follows `re.search` with ASCII classes (`\\d` = `[0-9]`, as in
+      ECMA-262); only a leading `^` and a trailing `$` may anchor.
+
+    Supported keywords: `type`, `properties`, `required`, `additionalProperties`,
+    `enum`, `const`, `anyOf`, `minimum`, `maximum`, `exclusiveMinimum`,
+    `exclusiveMaximum`, `minLength`, `maxLength`, `pattern`, `items` (one schema),
+    `minItems`, `maxItems`, local `$ref`; annotations (`title`, `description`,
+    `$schema`, `$id`, `$defs`, `definitions`, `default`, `examples`, `$comment`, ...)
+    are ignored. Any other keyword raises ValueError naming it.
+
+    Args:
+        schema: a JSON Schema (dict or bool).
+        cache_size: the most recognizer states kept per context.
+        max_states: interned states kept before the transition memo is reset.
+
+    Raises:
+        ValueError: for an invalid schema, an unsupported keyword, a non-local
+            `$ref`, or a schema no document satisfies.
+    """
+
+    def __init__(self, schema: Any, cache_size: int = 16384, max_states: int = 200_000):
+        self.schema = schema
+        self.cache_size = cache_size
+        self.max_states = max_states
+        self.root = compile_schema(schema)
+        super().__init__(BYTE_VOCAB)
+        self._init_caches()
+
+    def _init_caches(self) -> None:
+        self.transitions = Transitions(initial_state(self.root), self.max_states)
+        self._cache: PrefixStateCache = PrefixStateCache(
+            self.transitions.root, self._step, self.cache_size
+        )
+
+    def _step(self, state, byte):
+        return self.transitions.next_state(state, byte)
+
+    def state(self, context: Sequence[int]):
+        """The recognizer state after `context` (None: no valid document starts so)."""
+        check_byte_context(context)
+        if self.transitions.full():
+            self.transitions.reset()
+        return self._cache.get(context)
+
+    async def prefix(self, context: Sequence[int]) -> float:
+        return 0.0 if self.state(context) is not None else NEG_INF
+
+    async def complete(self, context: Sequence[int]) -> float:
+        s = self.state(context)
+        return 0.0 if s is not None and self.transitions.accepts(s) else NEG_INF
+
+    def _row(self, context) -> np.ndarray:
+        s = self.state(context)
+        if s is None:
+            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
+        t = self.transitions
+        row = np.full(len(BYTE_VOCAB) + 1, NEG_INF)
+        row[:-1][t.byte_row(t.sid(s)) >= 0] = 0.0
+        row[-1] = 0.0 if t.accepts(s) else NEG_INF
+        return row
+
+    async def logw_next(self, context: Sequence[int]) -> LazyWeights:
+        """0 for each byte that keeps a valid document reachable, and for EOS when
+        the context is one; -inf elsewhere."""
+        return self.make_lazy_weights(self._row(context))
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        if not contexts:
+            return []
+        return self.rows_to_weights(np.stack([self._row(c) for c in contexts]))
+
+    async def batch_prefix(self, contexts):
+        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
+
+    async def batch_complete(self, contexts):
+        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
+
+    def coerce(self, other, f, prune=True, homomorphic=None, trie=None):
+        """As `Potential.coerce`; through `b"".join` this gives `CoercedJson`, whose
+        `logw_next` reads a per-state token row computed by one trie walk."""
+        from genlm.control.potential.coerce import is_join
+
+        join = is_join(f) if homomorphic is None else homomorphic
+        if join:
+            return CoercedJson(self, other, f, prune=prune, homomorphic=True, trie=trie)
+        return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
+
+    def spawn(self) -> "JsonSchema":
+        """A copy sharing the compiled schema, with its own caches."""
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        c._init_caches()
+        return c
+
+    def clear_cache(self) -> None:
+        self._init_caches()
+
+    def __repr__(self) -> str:
+        return f"JsonSchema({_short(self.schema)})"
+
+
+def _short(schema: Any) -> str:
+    text = repr(schema)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+__all__ = ["JsonSchema"]
