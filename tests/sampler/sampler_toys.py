@@ -122,14 +122,19 @@ class Toy:
         )
 
 
-toys = st.builds(
-    Toy,
-    n=st.integers(1, 5),
-    seed=st.integers(0, 2**16),
-    p_zero=st.sampled_from([0.0, 0.3, 0.6]),
-    p_allow=st.sampled_from([0.3, 0.6, 1.0]),
-    dead_root=st.booleans(),
-)
+def toy_strategy(max_tokens: int = 5):
+    """Hypothesis toys with 1..max_tokens tokens (plus EOS)."""
+    return st.builds(
+        Toy,
+        n=st.integers(1, max_tokens),
+        seed=st.integers(0, 2**16),
+        p_zero=st.sampled_from([0.0, 0.3, 0.6]),
+        p_allow=st.sampled_from([0.3, 0.6, 1.0]),
+        dead_root=st.booleans(),
+    )
+
+
+toys = toy_strategy(5)
 
 
 def item_potential(alphabet: bytes, seed: int, p_zero: float = 0.3) -> NextTable:
@@ -137,4 +142,4 @@ def item_potential(alphabet: bytes, seed: int, p_zero: float = 0.3) -> NextTable
     return NextTable(list(alphabet), random_rows(len(alphabet), seed, p_zero))
 
 
-__all__ = ["EOS", "NextTable", "Toy", "toys", "lm", "condition", "item_potential", "random_rows"]
+__all__ = ["EOS", "NextTable", "Toy", "toys", "toy_strategy", "lm", "condition", "item_potential", "random_rows"]
