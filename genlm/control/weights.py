@@ -28,6 +28,10 @@ def fold_nan(x: np.ndarray) -> np.ndarray:
         ValueError: if any entry is `+inf`.
     """
     x = np.asarray(x, dtype=np.float64)
+    if x.size:
+        top = x.max()  # NaN when any entry is NaN
+        if top < np.inf:
+            return x
     if np.isposinf(x).any():
         raise ValueError(
             "a log weight is +inf: a potential returned an infinite weight, "
