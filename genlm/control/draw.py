@@ -87,26 +87,37 @@ class _Request(NamedTuple):
 
 
 def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray, np.ndarray]:
-    """Indices drawn from each row of normalised log weights, and the row log-sums."""
-    log_z = logsumexp(rows, axis=1)
+    """Indices drawn from each row of log weights, and the row log-sums.
+
+    One pass computes `p = exp(row - max(row))`, which gives both `log Σw` and the
+    draw. `gumbel_max` takes `argmax_i p_i / E_i` with `E_i ~ Exp(1)`, which is
+    `argmax_i (log w_i + G_i)` with the Gumbel variables `G_i = -log E_i`.
+    """
     n, v = rows.shape
+    peak = rows.max(axis=1)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    probs = np.subtract(rows, peak[:, None])
+    np.exp(probs, out=probs)
+    total = probs.sum(axis=1)
+    with np.errstate(divide="ignore"):
+        log_z = np.log(total) + peak
     if method == "gumbel_max":
-        noise = np.stack([rng.gumbel(size=v) for rng in rngs])
-        idx = np.argmax(rows + noise, axis=1)
-    else:
-        with np.errstate(invalid="ignore"):
-            probs = np.exp(rows - log_z[:, None])
+        race = np.empty_like(probs)
+        for rng, out in zip(rngs, race):
+            rng.standard_exponential(out=out)
+        np.divide(probs, race, out=race)
+        idx = np.argmax(race, axis=1)
+    elif method == "inverse_cdf":
         cdf = np.cumsum(probs, axis=1)
-        if method == "inverse_cdf":
-            u = np.array([rng.random() for rng in rngs]) * cdf[:, -1]
-            idx = np.minimum((cdf <= u[:, None]).sum(axis=1), v - 1)
-        else:  # multinomial
-            idx = np.array(
-                [
-                    rng.choice(v, p=p / p.sum()) if np.isfinite(z) else 0
-                    for rng, p, z in zip(rngs, probs, log_z)
-                ]
-            )
+        u = np.array([rng.random() for rng in rngs]) * cdf[:, -1]
+        idx = np.minimum((cdf <= u[:, None]).sum(axis=1), v - 1)
+    else:  # multinomial
+        idx = np.array(
+            [
+                rng.choice(v, p=p / t) if t > 0 else 0
+                for rng, p, t in zip(rngs, probs, total)
+            ]
+        )
     return idx, log_z
 
 
