@@ -251,7 +251,9 @@ def _string_byte(top: SFrame, b: int) -> SFrame | None:
         char, ranges = escape_state(esc)
         if char is None:
             return top._replace(esc=esc) if ranges else None
-        q = pattern.feed(top.q, char.encode("utf-8", "surrogatepass")) if pattern else None
+        q = pattern.feed(top.q, char.encode("utf-8")) if pattern else None
+        if pattern and q is None:
+            return None
         text = top.text + char if _tracks_text(spec) else ""
         return top._replace(esc="", q=q, text=text)
     if b not in _next_bytes(top.u8) or b < 0x20:
