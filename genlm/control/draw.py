@@ -86,6 +86,9 @@ class _Request(NamedTuple):
     method: str
 
 
+_TINY = np.finfo(np.float64).tiny
+
+
 def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray, np.ndarray]:
     """Indices drawn from each row of log weights, and the row log-sums.
 
@@ -105,6 +108,7 @@ def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray,
         race = np.empty_like(probs)
         for rng, out in zip(rngs, race):
             rng.standard_exponential(out=out)
+        np.maximum(race, _TINY, out=race)  # an exact 0 would make 0/0 = NaN win argmax
         np.divide(probs, race, out=race)
         idx = np.argmax(race, axis=1)
     elif method == "inverse_cdf":
