@@ -431,3 +431,19 @@ def test_bad_sampler_or_critic_is_a_clear_error():
     ints = BoolPotential([1, 2], lambda c: True, lambda c: True)
     with pytest.raises(ValueError, match="token type"):
         SMC(direct_token_sampler(ab_lm()), critic=ints)
+
+
+async def test_progress_bar_is_silent_when_not_interactive(capsys):
+    await SMC(direct_token_sampler(ab_lm()))(4, 0.5, 6, seed=0)
+    assert capsys.readouterr().err == ""
+
+
+async def test_without_autobatch_the_critic_is_called_per_particle():
+    critic = no_bb()
+    sampler = DirectTokenSampler(ab_lm(), autobatch=False)
+    seqs = await SMC(sampler, critic, autobatch=False)(6, 0.5, 4, seed=0)
+    assert critic.batch_calls == 0
+    batched = no_bb()
+    same = await SMC(DirectTokenSampler(ab_lm()), batched)(6, 0.5, 4, seed=0)
+    assert batched.batch_calls > 0
+    assert _same(seqs, same), "batching changes the schedule, not the result"
