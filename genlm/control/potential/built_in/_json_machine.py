@@ -147,15 +147,15 @@ def _start(node: Node, b: int, parent: tuple) -> list[tuple]:
     return out
 
 
-def _value_node(alt: Obj, key: str) -> Node | None:
-    node = alt.props.get(key, alt.additional)
+def _value_node(alt: Obj, key: str | None) -> Node | None:
+    node = alt.additional if key is None else alt.props.get(key, alt.additional)
     return node if node is not None and node.alts else None
 
 
 def _key_spec(alt: Obj, seen: frozenset) -> KeySpec | None:
     """The keys that can still be added (None: none can)."""
     if alt.additional is not None and alt.additional.alts:
-        return KeySpec(None, seen)
+        return KeySpec(None, seen, frozenset(alt.props))
     names = frozenset(k for k, n in alt.props.items() if n.alts and k not in seen)
     return KeySpec(names, seen) if names else None
 
@@ -216,6 +216,10 @@ def _string(top: SFrame, below: tuple, b: int) -> list[tuple]:
 def _close_key(top: SFrame, below: tuple) -> list[tuple]:
     parent = below[-1]
     key, spec = top.text, top.spec
+    if key is None or key not in parent.alt.props:  # an undeclared key
+        if _value_node(parent.alt, None) is None:
+            return []
+        return [below[:-1] + (parent._replace(phase=KEY, key=None),)]
     if key in spec.seen or (spec.values is not None and key not in spec.values):
         return []
     if _value_node(parent.alt, key) is None:
@@ -254,8 +258,7 @@ def _string_byte(top: SFrame, b: int) -> SFrame | None:
         q = pattern.feed(top.q, char.encode("utf-8")) if pattern else None
         if pattern and q is None:
             return None
-        text = top.text + char if _tracks_text(spec) else ""
-        return top._replace(esc="", q=q, text=text)
+        return top._replace(esc="", q=q, text=_text(top, char))
     if b not in _next_bytes(top.u8) or b < 0x20:
         return None
     count = top.count if top.u8 else min(top.count + 1, _count_limit(spec))
@@ -266,9 +269,20 @@ def _string_byte(top: SFrame, b: int) -> SFrame | None:
         return None
     u8 = top.u8 + bytes([b])
     if len(u8) == _leading_len(u8[0]):
-        text = top.text + u8.decode("utf-8") if _tracks_text(spec) else ""
-        return top._replace(q=q, count=count, text=text, u8=b"")
+        return top._replace(q=q, count=count, text=_text(top, u8.decode("utf-8")), u8=b"")
     return top._replace(q=q, count=count, u8=u8)
+
+
+def _text(top: SFrame, char: str) -> str | None:
+    """The tracked text after `char`: kept for values and declared key names only."""
+    spec = top.spec
+    if not _tracks_text(spec) or top.text is None:
+        return "" if not _tracks_text(spec) else None
+    text = top.text + char
+    if isinstance(spec, KeySpec) and spec.values is None:
+        if not any(n.startswith(text) for n in spec.names):
+            return None
+    return text
 
 
 def _leading_len(lead: int) -> int:

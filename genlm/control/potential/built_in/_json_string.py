@@ -145,21 +145,24 @@ def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:
 
 @dataclass(frozen=True)
 class KeySpec:
-    """An object key: one of `values` (None: any key not in `seen`)."""
+    """An object key: one of `values`, or (when `values` is None) any key but the
+    declared names in `seen`; the text is tracked while it can become one of `names`."""
 
     values: frozenset | None
     seen: frozenset
+    names: frozenset = frozenset()
 
 
 class SFrame(NamedTuple):
     """A string being read: `spec` (a `Str` or `KeySpec`), code points read
-    (capped), pattern state, decoded text (when values are constrained),
+    (capped), pattern state, decoded text (when values are constrained; None for
+    a key that is no declared name),
     the escape being read and the bytes of an incomplete UTF-8 character."""
 
     spec: object
     count: int = 0
     q: int | None = None
-    text: str = ""
+    text: str | None = ""
     esc: str = ""
     u8: bytes = b""
 

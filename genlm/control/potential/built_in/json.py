@@ -30,7 +30,9 @@ class JsonSchema(Potential):
     wherever JSON allows it. `complete` agrees with `json.loads` +
     `jsonschema` validation except where this class is stricter or exact:
 
-    - duplicate keys in an object are rejected;
+    - a property named in `properties` may appear once per object (a repeat is
+      rejected); repeats of other keys are accepted, each occurrence validated
+      (`json.loads` keeps the last);
     - `integer` means a number spelled without fraction or exponent (`1.0`, `1e2`
       are not integers here, though jsonschema accepts them);
     - numbers compare as exact decimals (no float rounding): `minimum`,
