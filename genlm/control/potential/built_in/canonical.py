@@ -100,7 +100,8 @@ class ByteBPE:
 
 
 # Character classes of the GPT-2 pre-tokenizer, for `boundary_possible`.
-MID, SPACE, WS, LETTER, CONTRACTION_END, DIGIT, OTHER, UNKNOWN = range(8)
+MID, SPACE, WS, LETTER, CONTRACTION_END, DIGIT, OTHER, UNKNOWN, WS_RUN = range(9)
+N_CLASSES = 9
 
 
 CONTRACTIONS = ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d")
@@ -126,11 +127,14 @@ def _may_end_contraction(text: str) -> bool:
 
 def last_char_class(data: bytes) -> int:
     """The class of the last character of `data` (`MID` when it ends inside a character;
-    `CONTRACTION_END` for a letter that may end a contraction such as `'s`)."""
+    `CONTRACTION_END` for a letter that may end a contraction such as `'s`; `WS_RUN` when
+    `data` ends with two or more whitespace characters)."""
     for k in range(1, min(4, len(data)) + 1):
         ch = _text(data[-k:])
         if ch is not None and len(ch) == 1:
             c = _class(ch)
+            if c in (SPACE, WS) and regex.search(r"\s\s$", data.decode("utf-8", "ignore")):
+                return WS_RUN
             if c == LETTER and _may_end_contraction(data[-3:].decode("utf-8", "ignore")):
                 return CONTRACTION_END
             return c
@@ -149,24 +153,30 @@ def first_char_class(data: bytes) -> int:
     return UNKNOWN
 
 
-def boundary_table(gpt2_regex: bool) -> np.ndarray:
-    """`possible[x, y]`: whether some text puts a pre-token boundary between a character
-    of class x and a following one of class y.
+def pair_tables(gpt2_regex: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`(possible, forbidden)` over pairs of character classes (x ends a token, y starts the next).
+
+    `possible[x, y]`: some text puts a pre-token boundary between x and y, so the pair
+    needs no BPE test. `forbidden[x, y]`: no canonical encoding has the pair.
 
     Under the GPT-2 pattern (`'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+|
     ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`) no boundary falls inside a character,
     after a space that a non-space follows, or between two digits, two "other"
-    characters, or two letters the first of which cannot end a contraction. Other
-    pre-tokenizers: only the inside of a character is known to have no boundary.
+    characters, or two letters the first of which cannot end a contraction; and a run
+    of two or more whitespace characters followed by a non-space always splits before
+    its last character, so a token ending in such a run cannot precede a non-space.
+    Other pre-tokenizers: only the inside of a character is known to have no boundary.
     """
-    possible = np.ones((8, 8), dtype=bool)
+    possible = np.ones((N_CLASSES, N_CLASSES), dtype=bool)
+    forbidden = np.zeros((N_CLASSES, N_CLASSES), dtype=bool)
     possible[MID, :] = possible[:, MID] = False
     if gpt2_regex:
-        possible[SPACE, [LETTER, CONTRACTION_END, DIGIT, OTHER, UNKNOWN]] = False
-        possible[SPACE, UNKNOWN] = True
+        non_space = [LETTER, CONTRACTION_END, DIGIT, OTHER]
+        possible[SPACE, non_space] = False
         possible[DIGIT, DIGIT] = possible[OTHER, OTHER] = False
         possible[LETTER, [LETTER, CONTRACTION_END]] = False
-    return possible
+        forbidden[WS_RUN, non_space] = True
+    return possible, forbidden
 
 
 class CanonicalTokenization(Potential):
@@ -181,8 +191,8 @@ class CanonicalTokenization(Potential):
         complete(ctx) = 0  iff  prefix(ctx) = 0 and ids(ctx) == enc(utf8(b"".join(ctx)))
 
     where `(a, b)` is allowed iff `bpe(a + b) == [a, b]` or some text can put a
-    pre-token boundary between `a` and `b` (`boundary_table`, from the characters
-    that meet there). Byte strings that are not UTF-8 have no canonical encoding.
+    pre-token boundary between `a` and `b`, and the characters that meet there do
+    not rule the pair out (`pair_tables`). Byte strings that are not UTF-8 have no canonical encoding.
 
     Guarantees (byte-level BPE tokenizers): `complete` is exact (it is the
     tokenizer's own verdict). `prefix` is sound: every prefix of a canonical encoding
@@ -222,7 +232,7 @@ class CanonicalTokenization(Potential):
         self.cache_size = cache_size
         self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
         gpt2 = self.bpe is not None and self.bpe.gpt2_regex
-        self._possible = boundary_table(gpt2)
+        self._possible, self._forbidden = pair_tables(gpt2)
         self._first = np.array([first_char_class(b) for b in self._bytes], dtype=np.intp)
         self._last = np.array([last_char_class(b) for b in self._bytes], dtype=np.intp)
         self._unary = self._bpe_matches(range(len(self._bytes)), None)
@@ -259,9 +269,11 @@ class CanonicalTokenization(Potential):
         if hit is not None:
             self._rows.move_to_end(last)
             return hit
-        row = self._possible[self._last[last], self._first].copy()
+        x = self._last[last]
+        row = self._possible[x, self._first].copy()
         check = np.flatnonzero(~row)
         row[check] = self._bpe_matches(check, last)
+        row &= ~self._forbidden[x, self._first]
         self._rows[last] = row
         if len(self._rows) > self.cache_size:
             self._rows.popitem(last=False)
@@ -333,6 +345,6 @@ __all__ = [
     "CanonicalTokenization",
     "ByteBPE",
     "TokenizerEncoder",
-    "boundary_table",
+    "pair_tables",
     "byte_alphabet",
 ]
