@@ -119,7 +119,8 @@ def _has_surrogate(x):
 
 def reference_valid(schema, doc: bytes) -> bool:
     """json.loads + jsonschema, with the documented exact readings: no repeated
-    declared keys, integers spelled as integers, exact decimals, ASCII pattern classes."""
+    declared keys, integers spelled as integers, exact decimals (the schema's floats
+    read as their shortest decimal), ASCII pattern classes."""
     try:
         value = json.loads(
             doc.decode("utf-8"), object_pairs_hook=_no_repeated(_declared(schema)),
@@ -134,7 +135,8 @@ def reference_valid(schema, doc: bytes) -> bool:
         "integer", lambda c, x: isinstance(x, int) and not isinstance(x, bool)
     )
     cls = extend(base, {"pattern": _ascii_pattern}, type_checker=checker)
-    return cls(schema).is_valid(value)
+    exact = json.loads(json.dumps(schema), parse_float=Decimal)  # schema numbers as decimals
+    return cls(exact).is_valid(value)
 
 
 # A schema-directed generator of (mostly) valid values -----------------------------
@@ -447,3 +449,39 @@ async def test_embedded_tokenizations_of_valid_documents(name):
             assert await coerced.prefix(tokens[: i + 1]) == 0.0
         assert (await coerced.logw_next(tokens))[EOS] == 0.0
         assert await coerced.complete(tokens) == 0.0
+
+
+NUMBER_TEXT = st.from_regex(r"-?(0|[1-9][0-9]{0,3})(\.[0-9]{1,3})?([eE][+-]?[0-9]{1,2})?", fullmatch=True)
+BOUND = st.decimals(min_value=-2000, max_value=2000, places=2, allow_nan=False).map(float)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kind=st.sampled_from(["number", "integer"]),
+    lo=st.none() | BOUND, hi=st.none() | BOUND,
+    lo_key=st.sampled_from(["minimum", "exclusiveMinimum"]),
+    hi_key=st.sampled_from(["maximum", "exclusiveMaximum"]),
+    text=NUMBER_TEXT,
+)
+async def test_number_ranges_agree_with_jsonschema(kind, lo, hi, lo_key, hi_key, text):
+    schema = {"type": kind}
+    if lo is not None:
+        schema[lo_key] = lo
+    if hi is not None:
+        schema[hi_key] = hi
+    try:
+        p = JsonSchema(schema)
+    except ValueError as e:
+        assert "accepts no document" in str(e)
+        return
+    doc = text.encode()
+    assert (await p.complete(list(doc)) == 0.0) == reference_valid(schema, doc)
+    rng = random.Random(0)
+    for i in range(len(doc) + 1):
+        live = await p.prefix(list(doc[:i])) == 0.0
+        if reference_valid(schema, doc):
+            assert live
+        if live:
+            witness = await completion(p, list(doc[:i]), rng, steps=60)
+            if witness is not None:
+                assert reference_valid(schema, witness), (doc[:i], witness)
