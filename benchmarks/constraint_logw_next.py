@@ -36,6 +36,25 @@ factor: NUMBER | "(" expr ")"
 NUMBER: /[0-9]+/
 %ignore " "
 """
+JSON_SMALL = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name"],
+}
+JSON_RICH = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer", "minimum": 0, "maximum": 99999},
+            "tag": {"enum": ["red", "green", "blue"]},
+            "note": {"type": "string", "maxLength": 40},
+            "score": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}]},
+        },
+        "required": ["id", "tag"],
+        "additionalProperties": False,
+    },
+}
 LENGTHS = (1, 10, 50)
 
 
@@ -96,23 +115,14 @@ async def bench(name: str, potential, rng, repeats: int) -> None:
 
 
 def constraints():
-    from genlm.control import WFSA, BoolCFG, BoolFSA
+    from genlm.control import WFSA, BoolCFG, BoolFSA, JsonSchema
 
     yield "regex-bool", BoolFSA.from_regex(REGEX)
     yield "regex-float", WFSA.from_regex(REGEX)
     yield "dates-bool", BoolFSA.from_regex(DATE_LIST)
     yield "lark-bool", BoolCFG.from_lark(LARK)
-    try:
-        from genlm.control import JsonSchema
-
-        schema = {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-            "required": ["name"],
-        }
-        yield "json", JsonSchema(schema)
-    except (ImportError, AttributeError) as e:
-        print(f"json: skipped ({type(e).__name__}: {e})")
+    yield "json", JsonSchema(JSON_SMALL)
+    yield "json-rich", JsonSchema(JSON_RICH)
 
 
 async def main() -> None:
