@@ -36,7 +36,6 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import integrate
 
 from genlm.control.draw import current_rng
 from genlm.control.potential.base import Potential
@@ -66,10 +65,20 @@ def truncated_estimate(accepts: int, rejects: int, m: int, max_rejects: int) -> 
     return accepts / (accepts + max_rejects - 1)
 
 
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+
+
 def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> float:
     """`E[(m-1)/(m-1+r+Σ_j G_j)]` over independent `G_j ~ Geometric(s_j)` (failures
-    before a success of probability `s_j = unknown_mass[j]`), computed as
-    `(m-1) ∫₀¹ t^(m-2+r) Π_j s_j / (1-(1-s_j) t) dt`."""
+    before a success of probability `s_j = unknown_mass[j]`):
+
+        (m-1) ∫₀¹ t^(m-2+r) Π_j s_j / (1-(1-s_j) t) dt
+          = (m-1) ∫₀¹ (1-u)^(m-2+r) Π_j s_j / (s_j + (1-s_j) u) du.
+
+    The second form is integrated over `v = log u` (each factor is a logistic step
+    in `v` at `log(s_j/(1-s_j))`) by composite 16-point Gauss-Legendre on panels of
+    width ≤ 4 down to `v = log(min s) - 40`; below it the integrand is 1 to first order.
+    """
     if m == 1:
         return 1.0 if rejects == 0 else 0.0
     s = np.asarray(unknown_mass, dtype=np.float64)
@@ -78,18 +87,15 @@ def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> fl
     if s.size == 0:
         return (m - 1) / (m - 1 + rejects)
     values, counts = np.unique(s, return_counts=True)
-    log_s = np.log(values)
-
-    def integrand(t: float) -> float:
-        with np.errstate(divide="ignore"):
-            log_f = power * math.log(t) if power else 0.0
-        return math.exp(log_f + float(np.dot(counts, log_s - np.log1p(-(1.0 - values) * t))))
-
-    breaks = sorted({float(1.0 - v) for v in values if 0.0 < 1.0 - v < 1.0})
-    value, _ = integrate.quad(
-        integrand, 0.0, 1.0, points=breaks or None, epsabs=0.0, epsrel=1e-12, limit=500
-    )
-    return (m - 1) * value
+    lower = min(-40.0, math.log(values[0]) - 40.0)
+    panels = int(math.ceil(-lower / 4.0))
+    h = -lower / panels
+    v = (lower + h * np.arange(panels)[:, None] + (_GL_NODES[None, :] + 1.0) * h / 2).ravel()
+    log_s = np.log(values)[:, None]
+    steps = log_s - np.logaddexp(log_s, np.log1p(-values)[:, None] + v[None, :])
+    log_f = v + power * np.log1p(-np.exp(v)) + counts @ steps
+    integral = float(np.dot(np.tile(_GL_WEIGHTS * h / 2, panels), np.exp(log_f)))
+    return (m - 1) * (integral + math.exp(lower))
 
 
 def monte_carlo_estimate(
