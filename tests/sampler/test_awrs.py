@@ -201,3 +201,20 @@ async def test_logw_eos_is_the_product_target():
     p, cond = lm(vocab, 9), condition(vocab, 9, p_allow=1.0)
     sampler = AWRS(p, cond)
     assert await sampler.logw_eos([]) == pytest.approx((await p.logw_next([]))[EOS])
+
+
+def test_rao_blackwell_estimate_with_tiny_unknown_mass():
+    # Two draws at unknown mass ε: S ≈ Gamma(2, 1/ε), so E[1/(4+S)] ≈ ε.
+    eps = 1e-12
+    assert rao_blackwell_estimate(2, 3, np.array([eps, eps])) == pytest.approx(eps, rel=1e-6)
+
+
+async def test_monte_carlo_weights_are_unbiased_and_exact_under_enumeration():
+    vocab = LETTERS[:4]
+    p, cond = lm(vocab, 13), condition(vocab, 13, p_allow=0.5)
+    sampler = AWRS(p, cond, n_monte_carlo_samples=4, seed=0, autobatch=False)
+    await assert_properly_weighted(sampler, [])  # with draw, the exact integral is used
+    exact = await expected_logws(sampler, [])
+    total = sum(math.exp(v) for v in exact.values())
+    ws = np.array([math.exp((await sampler.sample([]))[1]) for _ in range(1500)])
+    assert abs(ws.mean() - total) < 4 * ws.std() / math.sqrt(len(ws)) + 1e-12
