@@ -28,9 +28,10 @@ class NextTable(Potential):
         calls: how many `prefix`/`complete` calls each context received.
     """
 
-    def __init__(self, vocab, row: Callable[[tuple], np.ndarray], tables=None):
+    def __init__(self, vocab, row: Callable[[tuple], np.ndarray], tables=None, strict=False):
         super().__init__(vocab, tables=tables)
         self.row = row
+        self.strict = strict
         self.calls = {"prefix": 0, "complete": 0, "logw_next": 0}
 
     def _row(self, ctx) -> np.ndarray:
@@ -54,10 +55,12 @@ class NextTable(Potential):
 
     async def logw_next(self, context):
         self.calls["logw_next"] += 1
+        if self.strict and self._prefix(context) == NEG_INF:
+            raise ValueError(f"context {list(context)!r} has weight zero")
         return self.make_lazy_weights(self._row(context))
 
     def spawn(self):
-        return NextTable(self.vocab, self.row, tables=self.tables)
+        return NextTable(self.vocab, self.row, tables=self.tables, strict=self.strict)
 
 
 def _rng(seed: int, ctx: tuple) -> np.random.Generator:
@@ -138,8 +141,9 @@ toys = toy_strategy(5)
 
 
 def item_potential(alphabet: bytes, seed: int, p_zero: float = 0.3) -> NextTable:
-    """A potential over the ints of `alphabet` with random weights, some zero."""
-    return NextTable(list(alphabet), random_rows(len(alphabet), seed, p_zero))
+    """A potential over the ints of `alphabet` with random weights, some zero; like the
+    base `Potential`, its `logw_next` raises at a context of weight zero."""
+    return NextTable(list(alphabet), random_rows(len(alphabet), seed, p_zero), strict=True)
 
 
 __all__ = ["EOS", "NextTable", "Toy", "toys", "toy_strategy", "lm", "condition", "item_potential", "random_rows"]

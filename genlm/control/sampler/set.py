@@ -226,26 +226,27 @@ class TopKSetSampler(TrieSetSampler):
         k = min(self.K, len(tokens_w))
         top = np.argpartition(-tokens_w, k - 1)[:k] if k < len(tokens_w) else np.arange(k)
         top = [int(i) for i in top if tokens_w[i] > NEG_INF]
-        trie = self.trie
-        leaves = [int(trie.nodes.leaf[i]) for i in top]
-        ancestors = {0}
-        for leaf in leaves:
-            node = leaf
-            while node > 0:
-                node = int(trie.nodes.parent[node])
-                ancestors.add(node)
-        await view.fetch(sorted(ancestors))
-        exact_tokens, exact_logws = [], []
-        for i, leaf in zip(top, leaves):
-            path, log_phi, node = trie.path(leaf), 0.0, 0
-            for b in path:
-                log_phi += view.rows[node][b]
-                node = trie.children[node][b]
-            exact_tokens.append(self.iter_potential.vocab[i])
-            exact_logws.append(float(tokens_w[i]) + log_phi)
+        exact_tokens = [self.iter_potential.vocab[i] for i in top]
+        exact_logws = await self.exact_logws(view, top)
         skip = set(top)
         rest = await self.walk(view, self.token_masses(view.w, skip), skip, draw)
         return SetSample(exact_tokens + rest.tokens, exact_logws + rest.logws, rest.logp)
+
+    async def exact_logws(self, view: _Walk, tokens: list[int]) -> list[float]:
+        """`log w(x) + log Φ(x)` of each token, walking their byte paths level by level and
+        asking the item potential only at nodes whose prefix still has weight."""
+        trie = self.trie
+        paths = [trie.path(int(trie.nodes.leaf[i])) for i in tokens]
+        nodes = [0] * len(tokens)
+        log_phi = [0.0] * len(tokens)
+        for depth in range(max((len(p) for p in paths), default=0)):
+            live = [k for k, p in enumerate(paths) if depth < len(p) and log_phi[k] > NEG_INF]
+            await view.fetch([nodes[k] for k in live])
+            for k in live:
+                b = paths[k][depth]
+                log_phi[k] += view.rows[nodes[k]][b]
+                nodes[k] = trie.children[nodes[k]][b]
+        return [float(view.w[i]) + lp for i, lp in zip(tokens, log_phi)]
 
 
 class SetTokenSampler(TokenSampler):
