@@ -359,10 +359,14 @@ class PromptedLLM(Potential):
     async def _logprobs(self, keys: Sequence[tuple]) -> torch.Tensor:
         """Tempered next-token log probabilities after each id sequence, in one backend batch."""
         kw = {} if self.lora_name is None else {"lora_name": self.lora_name}
+        # Shielded: the backend may batch these queries with other prompts' queries and
+        # set every result of the batch at once, which fails on a cancelled future and
+        # would then fail the other prompts' queries too. A cancelled caller leaves its
+        # queries to finish unobserved instead.
+        queries = asyncio.gather(*(self.model.next_token_logprobs(list(k), **kw) for k in keys))
+        queries.add_done_callback(_retrieve)
         try:
-            rows = await asyncio.gather(
-                *(self.model.next_token_logprobs(list(k), **kw) for k in keys)
-            )
+            rows = await asyncio.shield(queries)
         except ValueError as exc:
             if self.lora_name is None:
                 raise
@@ -471,6 +475,12 @@ class PromptedLLM(Potential):
             f"PromptedLLM(|V|={len(self.vocab)}, prompt={len(self._prompt_ids)} tokens, "
             f"T={self._temperature}, eos={[bytes(t) for t in self.token_maps.eos_tokens]!r})"
         )
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    """Mark a future's exception as seen (its caller may have been cancelled)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _unique(keys: Sequence[tuple]) -> tuple[list, np.ndarray]:
