@@ -250,9 +250,11 @@ async def step_all(
         raise
     if pending:
         await _cancel_all(list(pending))
-    for t in tasks:
-        if t.done() and not t.cancelled() and t.exception() is not None:
-            raise t.exception()
+    # Read every failed task's exception (so none is reported as never retrieved), raise the first.
+    errors = [t.exception() for t in tasks if t.done() and not t.cancelled()]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
     return fold_nan(np.fromiter((t.result() for t in tasks), dtype=np.float64, count=len(tasks)))
 
 
