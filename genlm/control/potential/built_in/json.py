@@ -116,10 +116,26 @@ class JsonSchema(Potential):
     async def batch_complete(self, contexts):
         return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
 
-    def coerce(self, other, f, prune=True, homomorphic=None, trie=None):
-        """As `Potential.coerce`; through `b"".join` this gives `CoercedJson`, whose
-        `logw_next` reads a per-state token row computed by one trie walk."""
+    def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
+        """As `Potential.coerce`. Onto a `PromptedLLM` through `b"".join` the compiled
+        engine (`GuidedConstraint`) serves the schema when it compiles it; its
+        language is a subset of this class's (properties in declaration order, see
+        docs/constraint-engines.md). Otherwise, through `b"".join` this gives
+        `CoercedJson`, whose `logw_next` reads a per-state token row computed by one
+        trie walk.
+
+        Args:
+            engine: None: the engine where it compiles the schema; True: require it
+                (ValueError otherwise); False: never.
+        """
         from genlm.control.potential.coerce import is_join
+
+        if engine is not False:
+            from genlm.control.potential.built_in.guided import engine_coerce
+
+            fast = engine_coerce(other, f, engine, "json_schema", self.schema)
+            if fast is not None:
+                return fast
 
         join = is_join(f) if homomorphic is None else homomorphic
         if join:

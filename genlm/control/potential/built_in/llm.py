@@ -470,6 +470,36 @@ class PromptedLLM(Potential):
         """A copy whose EOS tokens are `eos_byte_strings`."""
         return self.spawn(eos_byte_strings=eos_byte_strings)
 
+    def constrain(
+        self,
+        *,
+        regex: str | None = None,
+        lark: str | None = None,
+        json_schema: Any = None,
+        cache_size: int = 4096,
+    ):
+        """A Boolean constraint over this model's tokens from a compiled grammar engine
+        (`GuidedConstraint`): give exactly one of `regex`, `lark`, `json_schema`.
+
+        Use it as `llm * llm.constrain(...)`, as AWRS `condition`, or as a critic.
+
+        Raises:
+            ValueError: not exactly one grammar, or one the engine rejects (its message).
+        """
+        from genlm.control.potential.built_in.guided import GuidedConstraint
+
+        grammars = {"regex": regex, "lark": lark, "json_schema": json_schema}
+        given = {k: v for k, v in grammars.items() if v is not None}
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of regex=, lark=, json_schema= (got {sorted(given)})")
+        ((kind, source),) = given.items()
+        build = {
+            "regex": GuidedConstraint.from_regex,
+            "lark": GuidedConstraint.from_lark,
+            "json_schema": GuidedConstraint.from_json_schema,
+        }[kind]
+        return build(self, source, cache_size=cache_size)
+
     def __repr__(self) -> str:
         return (
             f"PromptedLLM(|V|={len(self.vocab)}, prompt={len(self._prompt_ids)} tokens, "

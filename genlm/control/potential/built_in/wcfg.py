@@ -116,7 +116,30 @@ class WCFG(Potential):
             ValueError: naming the problem, for a grammar Lark rejects or one
                 without a `start` rule.
         """
-        return cls(lark_to_cfg(grammar, Boolean if cls.boolean else Float), cache_size)
+        cfg = cls(lark_to_cfg(grammar, Boolean if cls.boolean else Float), cache_size)
+        cfg.lark_grammar = grammar
+        return cfg
+
+    def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
+        """As `Potential.coerce`. A `BoolCFG.from_lark` coerced onto a `PromptedLLM`
+        through `b"".join` is served by the compiled engine (`GuidedConstraint`) when
+        the engine compiles the grammar; its language is the grammar's under the
+        engine's lexer (see docs/constraint-engines.md).
+
+        Args:
+            engine: None: the engine where it compiles the grammar; True: require it
+                (ValueError otherwise); False: never (Earley over bytes).
+        """
+        grammar = getattr(self, "lark_grammar", None)
+        if self.boolean and grammar is not None and engine is not False:
+            from genlm.control.potential.built_in.guided import engine_coerce
+
+            fast = engine_coerce(other, f, engine, "lark", grammar)
+            if fast is not None:
+                return fast
+        elif engine:
+            raise ValueError("engine=True needs a BoolCFG built by from_lark")
+        return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
 
     # Weights -----------------------------------------------------------------
 

@@ -90,8 +90,11 @@ class WFSA(Potential):
         from genlm.grammar import Boolean, Float
 
         if cls.boolean:
-            return cls(regex_wfsa(pattern, Boolean, lambda k: Boolean.one), cache_size)
-        return cls(regex_wfsa(pattern, Float, lambda k: 1.0 / k), cache_size)
+            fsa = cls(regex_wfsa(pattern, Boolean, lambda k: Boolean.one), cache_size)
+        else:
+            fsa = cls(regex_wfsa(pattern, Float, lambda k: 1.0 / k), cache_size)
+        fsa.pattern = pattern
+        return fsa
 
     # Forward vectors ------------------------------------------------------
 
@@ -140,11 +143,30 @@ class WFSA(Potential):
     async def batch_complete(self, contexts):
         return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
 
-    def coerce(self, other, f, prune=True, homomorphic=None, trie=None):
-        """As `Potential.coerce`; a deterministic automaton coerced through `b"".join`
-        gets `CoercedDFA`, whose `logw_next` reads a per-state table over the tokens."""
+    def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
+        """As `Potential.coerce`. A `BoolFSA.from_regex` coerced onto a `PromptedLLM`
+        through `b"".join` is served by the compiled engine (`GuidedConstraint`) when
+        the pattern rewrites exactly into its syntax; otherwise a deterministic
+        automaton through `b"".join` gets `CoercedDFA`, whose `logw_next` reads a
+        per-state table over the tokens.
+
+        Args:
+            engine: None: the engine where it is exact; True: require it
+                (ValueError otherwise); False: never.
+        """
         from genlm.control.potential.built_in._fsa_coerce import CoercedDFA
         from genlm.control.potential.coerce import is_join
+
+        pattern = getattr(self, "pattern", None)
+        if self.boolean and pattern is not None and engine is not False:
+            from genlm.control.potential.built_in._guided_regex import engine_regex
+            from genlm.control.potential.built_in.guided import engine_coerce
+
+            fast = engine_coerce(other, f, engine, "regex", engine_regex(pattern))
+            if fast is not None:
+                return fast
+        elif engine:
+            raise ValueError("engine=True needs a BoolFSA built by from_regex")
 
         join = is_join(f) if homomorphic is None else homomorphic
         if self.automaton.delta is not None and join:

@@ -1,0 +1,200 @@
+"""The compiled token-mask engine (llguidance) over a `PromptedLLM`'s token ids.
+
+Three pieces, kept apart from the potential that uses them:
+
+- `EngineVocab`: the engine's tokenizer, built from the backend's byte tokens (so
+  the engine sees exactly the bytes our tokens have, special tokens included) and
+  the index arrays mapping engine ids to rows over `vocab_eos`; built once per
+  `TokenMaps` and shared.
+- `compile_grammar`: a regex, Lark grammar or JSON schema to the engine's grammar,
+  validated against the tokenizer (engine errors become ValueError).
+- `mask_rows`: a block of packed bitmasks to `0/-inf` rows over `vocab_eos`, in one
+  vectorised pass.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from genlm.control.weights import NEG_INF
+
+Kind = Literal["regex", "lark", "json_schema"]
+KINDS = ("regex", "lark", "json_schema")
+
+
+def _llguidance():
+    try:
+        import llguidance
+        import llguidance.numpy  # noqa: F401
+    except ImportError as e:  # pragma: no cover - a declared dependency
+        raise ImportError("the compiled constraint engine needs `pip install llguidance`") from e
+    return llguidance
+
+
+class _ByteTokens:
+    """The `TokenizerWrapper` protocol over a list of token byte strings.
+
+    `__call__` (text → ids) is only used by the engine for forced text, never for
+    masks; it is a greedy longest match over the tokens.
+    """
+
+    def __init__(self, tokens: list[bytes], eos_id: int):
+        self.tokens = tokens
+        self.eos_token_id = eos_id
+        self.bos_token_id = None
+        self.special_token_ids: list[int] = []
+        self._ids = {}
+        for i, t in enumerate(tokens):
+            if t and i != eos_id:
+                self._ids.setdefault(t, i)
+        self._longest = max(len(t) for t in self._ids)
+
+    def __call__(self, text: bytes | str) -> list[int]:
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        out, i = [], 0
+        while i < len(data):
+            for n in range(min(self._longest, len(data) - i), 0, -1):
+                tid = self._ids.get(data[i : i + n])
+                if tid is not None:
+                    out.append(tid)
+                    i += n
+                    break
+            else:
+                raise ValueError(f"byte {data[i]:#x} is not a token")
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class EngineVocab:
+    """The engine's tokenizer and the maps between its ids and our rows.
+
+    Attributes:
+        tokenizer: the `llguidance.LLTokenizer`.
+        vocab_ids: the token id of each entry of `vocab` (row position → id).
+        eos_ids: the ids that all map to `EOS`.
+        n_words: 32-bit words per packed mask.
+    """
+
+    tokenizer: Any
+    vocab_ids: np.ndarray
+    eos_ids: tuple
+    n_words: int
+
+
+_VOCABS: "weakref.WeakKeyDictionary[Any, EngineVocab]" = weakref.WeakKeyDictionary()
+
+
+def engine_vocab(token_maps: Any) -> EngineVocab:
+    """The `EngineVocab` of a `PromptedLLM`'s `TokenMaps` (built once, then shared)."""
+    hit = _VOCABS.get(token_maps)
+    if hit is not None:
+        return hit
+    llg = _llguidance()
+    tokens = [bytes(t) for t in token_maps.decode]
+    eos_ids = tuple(int(i) for i in token_maps.eos_idxs)
+    wrapper = llg.TokenizerWrapper(_ByteTokens(tokens, eos_ids[0]))
+    tokenizer = llg.LLTokenizer(wrapper, eos_token=list(eos_ids))
+    vocab_ids = np.array([t.token_id for t in token_maps.tables.vocab], dtype=np.int64)
+    ev = EngineVocab(tokenizer, vocab_ids, eos_ids, (tokenizer.vocab_size + 31) // 32)
+    _VOCABS[token_maps] = ev
+    return ev
+
+
+def grammar_text(kind: Kind, source: Any) -> str:
+    """The engine's grammar for a regex (engine syntax), a Lark grammar or a JSON schema.
+
+    Raises:
+        ValueError: unknown kind, or a schema that is not JSON.
+        TypeError: a source of the wrong type.
+    """
+    llg = _llguidance()
+    if kind not in KINDS:
+        raise ValueError(f"unknown grammar kind {kind!r}: choose one of {list(KINDS)}")
+    if kind == "json_schema":
+        if not isinstance(source, (dict, bool, str)):
+            raise TypeError(f"a JSON schema must be a dict, bool or str, got {type(source).__name__}")
+        try:
+            text = source if isinstance(source, str) else json.dumps(source)
+            return llg.LLMatcher.grammar_from_json_schema(text)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"invalid JSON schema: {e}") from None
+    if not isinstance(source, str):
+        raise TypeError(f"a {kind} grammar must be a str, got {type(source).__name__}")
+    if kind == "regex":
+        return llg.LLMatcher.grammar_from_regex(source)
+    return llg.LLMatcher.grammar_from_lark(source)
+
+
+def compile_grammar(vocab: EngineVocab, kind: Kind, source: Any) -> str:
+    """`grammar_text(kind, source)`, checked by the engine against `vocab`'s tokenizer.
+
+    Raises:
+        ValueError: carrying the engine's message, for a grammar, regex or schema
+            the engine rejects.
+    """
+    llg = _llguidance()
+    grammar = grammar_text(kind, source)
+    error, messages = llg.LLMatcher.validate_grammar_with_warnings(grammar, vocab.tokenizer)
+    if error:
+        raise ValueError(f"the constraint engine rejects this {kind}: {messages[0]}")
+    return grammar
+
+
+def new_matcher(vocab: EngineVocab, grammar: str) -> Any:
+    """A fresh matcher at the start of the grammar.
+
+    Raises:
+        ValueError: the engine's message, if the matcher starts in an error state.
+    """
+    m = _llguidance().LLMatcher(vocab.tokenizer, grammar, log_level=0)
+    if m.is_error():
+        raise ValueError(f"the constraint engine rejects this grammar: {m.get_error()}")
+    return m
+
+
+_EXECUTOR: list = []
+
+
+def fill_masks(vocab: EngineVocab, matchers: Sequence[Any]) -> np.ndarray:
+    """Packed token masks, one row of `n_words` int32 per (distinct) matcher."""
+    llg = _llguidance()
+    block = np.zeros((len(matchers), vocab.n_words), dtype=np.int32)
+    if len(matchers) == 1:
+        llg.numpy.fill_next_token_bitmask(matchers[0], block, 0)
+        return block
+    if not _EXECUTOR:
+        _EXECUTOR.append(llg.LLExecutor())
+    llg.numpy.fill_next_token_bitmask_par(
+        _EXECUTOR[0], [(m, i) for i, m in enumerate(matchers)], block
+    )
+    return block
+
+
+def mask_rows(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Rows over `vocab_eos`: `0` where the token's bit is set (or, for EOS, where the
+    matcher accepts), `-inf` elsewhere.
+
+    Args:
+        masks: `(n, n_words)` int32 packed masks (bit `i % 32` of word `i // 32` is id `i`).
+        accepting: `(n,)` bools.
+    """
+    bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little")
+    allowed = np.concatenate([bits[:, vocab.vocab_ids], accepting[:, None]], axis=1)
+    return np.where(allowed.astype(bool), 0.0, NEG_INF)
+
+
+__all__ = [
+    "EngineVocab",
+    "KINDS",
+    "compile_grammar",
+    "engine_vocab",
+    "fill_masks",
+    "grammar_text",
+    "mask_rows",
+    "new_matcher",
+]

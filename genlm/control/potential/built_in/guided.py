@@ -1,0 +1,236 @@
+"""`GuidedConstraint`: a Boolean constraint over an LLM's token ids, served by a compiled
+token-mask engine (llguidance) in microseconds.
+
+See docs/constraint-engines.md for the measurements behind the engine choice and
+for each place where the engine's language differs from the generic potentials'.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+from genlm.control.potential.base import Potential
+from genlm.control.potential.built_in._guided_engine import (
+    KINDS,
+    compile_grammar,
+    engine_vocab,
+    fill_masks,
+    mask_rows,
+    new_matcher,
+)
+from genlm.control.potential.built_in._guided_regex import engine_regex
+from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.weights import NEG_INF, LazyWeights
+
+logger = logging.getLogger(__name__)
+
+
+def _token_maps(llm: Any) -> Any:
+    from genlm.control.potential.built_in.llm import TokenMaps
+
+    maps = llm if isinstance(llm, TokenMaps) else getattr(llm, "token_maps", None)
+    if not isinstance(maps, TokenMaps):
+        raise TypeError(
+            f"a guided constraint needs a PromptedLLM (or its TokenMaps), got {type(llm).__name__}"
+        )
+    return maps
+
+
+def _step(matcher: Any, token_id: int) -> Any | None:
+    """The matcher after one more token (a copy; cached matchers are never mutated)."""
+    nxt = matcher.deep_copy()
+    return nxt if nxt.consume_token(token_id) else None
+
+
+class GuidedConstraint(Potential):
+    """A Boolean constraint over a `PromptedLLM`'s vocabulary from a compiled grammar.
+
+    With `m(ctx)` the engine's matcher after the context's token ids (None when a
+    token was refused):
+
+        prefix(ctx)   = 0 iff m(ctx) is not None, else -inf
+        complete(ctx) = 0 iff m(ctx) is not None and accepts, else -inf
+        logw_next(ctx)[x] = 0 iff x is in m(ctx)'s token mask; [EOS] = complete(ctx)
+
+    The token mask holds exactly the tokens whose bytes keep the text a prefix of
+    the language, so `logw_next(ctx)[x] = prefix(ctx + [x]) - prefix(ctx)`. The
+    vocabulary (and its tables) is the LLM's, so the constraint multiplies with it
+    (`llm * c`), serves as AWRS `condition` or as a critic. Matchers are cached per
+    context (LRU, `cache_size`) and advanced by copying the parent's matcher and
+    consuming one token, so a step of SMC costs one copy, one token and one mask.
+
+    Build one with `from_regex`, `from_lark`, `from_json_schema`, `llm.constrain(...)`,
+    or implicitly by coercing `BoolFSA.from_regex`, `BoolCFG.from_lark` or
+    `JsonSchema` onto the LLM.
+
+    Args:
+        llm: a `PromptedLLM` (or its `TokenMaps`).
+        kind: "regex" (engine syntax), "lark" or "json_schema".
+        source: the pattern, grammar text or schema.
+        cache_size: the most matcher states kept.
+
+    Raises:
+        ValueError: carrying the engine's message, for input the engine rejects.
+    """
+
+    def __init__(self, llm: Any, kind: str, source: Any, *, cache_size: int = 4096):
+        maps = _token_maps(llm)
+        if kind not in KINDS:
+            raise ValueError(f"unknown grammar kind {kind!r}: choose one of {list(KINDS)}")
+        self.kind, self.source, self.cache_size = kind, source, cache_size
+        self.token_maps = maps
+        self.engine = engine_vocab(maps)
+        self.grammar = compile_grammar(self.engine, kind, source)
+        super().__init__(tables=maps.tables)
+        self._init_cache()
+
+    def _init_cache(self) -> None:
+        root = new_matcher(self.engine, self.grammar)
+        self._cache: PrefixStateCache = PrefixStateCache(root, _step, self.cache_size)
+
+    # Constructors -------------------------------------------------------------
+
+    @classmethod
+    def from_regex(cls, llm: Any, pattern: str, **kwargs) -> "GuidedConstraint":
+        """Token sequences whose bytes fully match `pattern`.
+
+        The pattern reads as in `BoolFSA.from_regex` (`regex.fullmatch` with ASCII
+        classes) when it is rewritten exactly into the engine's syntax (see
+        `_guided_regex`); a pattern outside that rewriting (inline flags, possessive
+        repeats, ...) goes to the engine as is, in Rust `regex` syntax.
+        """
+        if not isinstance(pattern, str):
+            raise TypeError(f"a regex pattern must be a str, got {type(pattern).__name__}")
+        exact = engine_regex(pattern)
+        if exact is None:
+            logger.debug("regex %r goes to the engine in its own (Rust) syntax", pattern)
+        return cls(llm, "regex", pattern if exact is None else exact, **kwargs)
+
+    @classmethod
+    def from_lark(cls, llm: Any, grammar: str, **kwargs) -> "GuidedConstraint":
+        """Token sequences whose bytes the Lark grammar derives from `start`, with the
+        engine's lexer (longest match per terminal; see the docs for the differences
+        from `BoolCFG.from_lark`)."""
+        return cls(llm, "lark", grammar, **kwargs)
+
+    @classmethod
+    def from_json_schema(cls, llm: Any, schema: Any, **kwargs) -> "GuidedConstraint":
+        """Token sequences whose bytes are a JSON document valid under `schema`, as the
+        engine writes them (properties in declaration order; see the docs)."""
+        return cls(llm, "json_schema", schema, **kwargs)
+
+    # States -------------------------------------------------------------------
+
+    def matcher(self, context: Sequence[Any]) -> Any | None:
+        """The engine's matcher after `context` (None: a token was refused). Shared
+        with the cache: do not mutate it (use `deep_copy()`)."""
+        return self._cache.get(self.token_maps.context_ids(context))
+
+    def _live(self, contexts: Sequence[Sequence[Any]]) -> list:
+        states = [self.matcher(c) for c in contexts]
+        for s, c in zip(states, contexts):
+            if s is None:
+                raise ValueError(f"context {list(c)!r} has weight zero under {self!r}")
+        return states
+
+    async def prefix(self, context: Sequence[Any]) -> float:
+        return 0.0 if self.matcher(context) is not None else NEG_INF
+
+    async def complete(self, context: Sequence[Any]) -> float:
+        m = self.matcher(context)
+        return 0.0 if m is not None and m.is_accepting() else NEG_INF
+
+    async def batch_prefix(self, contexts):
+        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
+
+    async def batch_complete(self, contexts):
+        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
+
+    # Masks --------------------------------------------------------------------
+
+    def rows(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
+        """`logw_next` rows of the contexts: one engine mask per distinct state.
+
+        Raises:
+            ValueError: a context with weight zero.
+        """
+        states = self._live(contexts)
+        slot: dict[int, int] = {}
+        inverse = np.array([slot.setdefault(id(s), len(slot)) for s in states], dtype=np.intp)
+        distinct = list({id(s): s for s in states}.values())
+        masks = fill_masks(self.engine, distinct)
+        accepting = np.array([s.is_accepting() for s in distinct], dtype=bool)
+        return mask_rows(self.engine, masks, accepting)[inverse]
+
+    async def logw_next(self, context: Sequence[Any]) -> LazyWeights:
+        """0 for every token in the engine's mask, and for EOS where the matcher accepts."""
+        return self.make_lazy_weights(self.rows([context])[0])
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        if not contexts:
+            return []
+        return self.rows_to_weights(self.rows(contexts))
+
+    # Copies -------------------------------------------------------------------
+
+    def spawn(self) -> "GuidedConstraint":
+        """A copy sharing the compiled grammar and tokenizer, with its own cache."""
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        c._init_cache()
+        return c
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        text = repr(self.source)
+        text = text if len(text) <= 50 else text[:47] + "..."
+        return f"GuidedConstraint({self.kind}={text}, |V|={len(self.vocab)})"
+
+
+def engine_coerce(
+    other: Any, f: Any, engine: bool | None, kind: str, source: Any
+) -> GuidedConstraint | None:
+    """The engine-backed constraint for a byte-level constraint coerced onto `other`
+    through `b"".join`, or None for the generic path.
+
+    Args:
+        engine: None uses the engine where it serves the constraint (else the
+            generic path, logged at debug level); True requires it; False never uses it.
+        source: the constraint in the engine's terms (None: the engine cannot express
+            it exactly).
+
+    Raises:
+        ValueError: `engine=True` and the engine cannot serve the constraint.
+    """
+    if engine is False:
+        return None
+    reason = _unfit(other, f, source)
+    if reason is None:
+        try:
+            return GuidedConstraint(other, kind, source)
+        except ValueError as e:
+            reason = str(e)
+    if engine:
+        raise ValueError(f"engine=True, but the compiled engine cannot serve this {kind}: {reason}")
+    logger.debug("coerce: the %s constraint takes the generic path: %s", kind, reason)
+    return None
+
+
+def _unfit(other: Any, f: Any, source: Any) -> str | None:
+    from genlm.control.potential.built_in.llm import TokenMaps
+
+    if not isinstance(getattr(other, "token_maps", None), TokenMaps):
+        return "the target is not a PromptedLLM token vocabulary"
+    if getattr(f, "__self__", None) != b"" or getattr(f, "__name__", None) != "join":
+        return 'f is not b"".join'
+    if source is None:
+        return "the engine does not express this constraint exactly"
+    return None
+
+
+__all__ = ["GuidedConstraint", "engine_coerce"]
