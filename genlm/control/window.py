@@ -42,6 +42,13 @@ class Window(Generic[R]):
             weakref.WeakKeyDictionary()
         )
 
+    def __getstate__(self) -> dict:
+        # Pending requests belong to this process's event loops; a copy starts empty.
+        return {"_flush": self._flush}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["_flush"])
+
     def _for_loop(self) -> "_LoopState":
         loop = asyncio.get_running_loop()
         state = self._state.get(loop)
@@ -101,6 +108,35 @@ class _LoopState:
         self.armed = False
 
 
+async def gather_or_cancel(*aws: Awaitable[Any]) -> list[Any]:
+    """`asyncio.gather(*aws)`, except that no awaitable outlives a failure.
+
+    When one awaitable raises, or the caller is cancelled, the others are cancelled
+    and awaited before the exception propagates (plain `gather` leaves them running
+    as orphan tasks). Results are in argument order.
+    """
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return []
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:
+        await _cancel_and_wait(tasks)
+        raise
+    errors = [t.exception() for t in tasks if t.done() and not t.cancelled()]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        await _cancel_and_wait(tasks)
+        raise first
+    return [t.result() for t in tasks]
+
+
+async def _cancel_and_wait(tasks: list[asyncio.Future]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def _abandon(futures: list[asyncio.Future], cause: BaseException) -> None:
     for f in futures:
         if not f.done():
@@ -109,4 +145,4 @@ def _abandon(futures: list[asyncio.Future], cause: BaseException) -> None:
             f.set_exception(err)
 
 
-__all__ = ["Window", "BatchAbandoned"]
+__all__ = ["Window", "BatchAbandoned", "gather_or_cancel"]

@@ -109,6 +109,9 @@ class AutoBatchedPotential(Potential):
     def cleanup(self) -> None:
         self.potential.cleanup()
 
+    def __reduce__(self):
+        return (AutoBatchedPotential.of, (self.potential,))
+
     def __getattr__(self, name: str) -> Any:
         # Reached only for attributes this view lacks: forward to the inner potential.
         if name.startswith("__") or name == "potential":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
@@ -12,6 +11,7 @@ from genlm.control.constant import EndOfSequence
 from genlm.control.potential.tables import VocabTables, build_tables
 from genlm.control.typing import TokenType
 from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.window import gather_or_cancel
 
 if TYPE_CHECKING:  # pragma: no cover
     from genlm.control.potential.autobatch import AutoBatchedPotential
@@ -117,7 +117,7 @@ class Potential(ABC):
         if ctx_logw == NEG_INF:
             raise ValueError(f"context {context!r} has weight zero under {self!r}")
         ext = [list(context) + [x] for x in self.tables.vocab]
-        prefixes, complete = await asyncio.gather(
+        prefixes, complete = await gather_or_cancel(
             self.batch_prefix(ext), self.complete(context)
         )
         logws = np.append(np.asarray(prefixes, dtype=np.float64), complete) - ctx_logw
@@ -131,15 +131,15 @@ class Potential(ABC):
 
     async def batch_complete(self, contexts: Sequence[list]) -> np.ndarray:
         """`complete` of each context."""
-        return np.array(await asyncio.gather(*(self.complete(c) for c in contexts)), dtype=np.float64)
+        return np.array(await gather_or_cancel(*(self.complete(c) for c in contexts)), dtype=np.float64)
 
     async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
         """`prefix` of each context."""
-        return np.array(await asyncio.gather(*(self.prefix(c) for c in contexts)), dtype=np.float64)
+        return np.array(await gather_or_cancel(*(self.prefix(c) for c in contexts)), dtype=np.float64)
 
     async def batch_score(self, contexts: Sequence[list]) -> np.ndarray:
         """`score` of each context."""
-        return np.array(await asyncio.gather(*(self.score(c) for c in contexts)), dtype=np.float64)
+        return np.array(await gather_or_cancel(*(self.score(c) for c in contexts)), dtype=np.float64)
 
     async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
         """`logw_next` of each context.
@@ -147,13 +147,13 @@ class Potential(ABC):
         A potential with `sparse_logw_next` is served by scattering the live entries
         of every context into one block from `alloc_rows`.
         """
-        sparse = await asyncio.gather(*(self.sparse_logw_next(c) for c in contexts))
+        sparse = await gather_or_cancel(*(self.sparse_logw_next(c) for c in contexts))
         if all(s is not None for s in sparse):
             block = self.alloc_rows(len(contexts))
             for row, s in zip(block, sparse):
                 row[s.indices] = s.logws
             return self.rows_to_weights(block)
-        return list(await asyncio.gather(*(self.logw_next(c) for c in contexts)))
+        return list(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
 
     # Weights ---------------------------------------------------------------
 
@@ -182,6 +182,12 @@ class Potential(ABC):
 
     def cleanup(self) -> None:
         """Release resources held by this potential (no-op by default)."""
+
+    def __getstate__(self) -> dict:
+        # The autobatched view holds per-event-loop state; a copy makes its own.
+        state = self.__dict__.copy()
+        state.pop("_autobatched", None)
+        return state
 
     # Algebra ----------------------------------------------------------------
 
