@@ -21,6 +21,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from genlm.control.potential.built_in._guided_regex import ascii_classes
 from genlm.control.weights import NEG_INF
 
 Kind = Literal["regex", "lark", "json_schema"]
@@ -117,17 +118,35 @@ def grammar_text(kind: Kind, source: Any) -> str:
         raise ValueError(f"unknown grammar kind {kind!r}: choose one of {list(KINDS)}")
     if kind == "json_schema":
         if not isinstance(source, (dict, bool, str)):
-            raise TypeError(f"a JSON schema must be a dict, bool or str, got {type(source).__name__}")
+            raise TypeError(
+                f"a JSON schema must be a dict, bool or str, got {type(source).__name__}"
+            )
         try:
-            text = source if isinstance(source, str) else json.dumps(source)
-            return llg.LLMatcher.grammar_from_json_schema(text)
+            schema = json.loads(source) if isinstance(source, str) else source
+            return llg.LLMatcher.grammar_from_lark(json_lark(schema))
         except (ValueError, TypeError) as e:
             raise ValueError(f"invalid JSON schema: {e}") from None
     if not isinstance(source, str):
         raise TypeError(f"a {kind} grammar must be a str, got {type(source).__name__}")
     if kind == "regex":
         return llg.LLMatcher.grammar_from_regex(source)
-    return llg.LLMatcher.grammar_from_lark(source)
+    return llg.LLMatcher.grammar_from_lark(ascii_classes(source))
+
+
+# Options that bring the engine's JSON closer to RFC 8259 (see docs/constraint-engines.md).
+JSON_OPTIONS = {"whitespace_flexible": True, "json_allow_general_unicode_escapes": True}
+
+
+def json_lark(schema: Any) -> str:
+    """A Lark grammar for the documents of `schema`, with RFC 8259 whitespace around
+    the value and `\\uXXXX` escapes allowed in unconstrained strings."""
+    if schema is True:
+        schema = {}
+    if not isinstance(schema, dict):
+        raise TypeError(f"a JSON schema must be a dict or True, got {schema!r}")
+    options = {**JSON_OPTIONS, **schema.get("x-guidance", {})}
+    body = json.dumps({**schema, "x-guidance": options})
+    return f"start: WS? %json {body} WS?\nWS: /[ \\t\\n\\r]+/\n"
 
 
 def compile_grammar(vocab: EngineVocab, kind: Kind, source: Any) -> str:

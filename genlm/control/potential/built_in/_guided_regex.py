@@ -137,4 +137,23 @@ def engine_regex(pattern: str) -> str | None:
         return None
 
 
-__all__ = ["engine_regex", "complement"]
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_CLASS_TEXT = {
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "w": "[0-9A-Za-z_]",
+    "W": "[^0-9A-Za-z_]",
+    "s": "[\\t\\n\\x0B\\x0C\\r ]",
+    "S": "[^\\t\\n\\x0B\\x0C\\r ]",
+}
+
+
+def ascii_classes(text: str) -> str:
+    """`text` with `\\d \\D \\w \\W \\s \\S` written as ASCII classes (Python's
+    `re.ASCII` reading, which Lark terminals get in `BoolCFG.from_lark`); other
+    escapes are kept. Inside a class the result is a nested class, which the
+    engine's syntax reads as a union."""
+    return _ESCAPE.sub(lambda m: _CLASS_TEXT.get(m.group(1), m.group(0)), text)
+
+
+__all__ = ["engine_regex", "complement", "ascii_classes"]
