@@ -1,0 +1,359 @@
+"""GuidedConstraint (compiled engine) against the generic coerced potentials on the
+embedded model's tokens: differential tests on Hypothesis token sequences, the
+documented differences, the potential contract, state caching and bad input."""
+
+import logging
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+pytest.importorskip("llguidance")
+
+from genlm.control import BoolCFG, BoolFSA, JsonSchema, PromptedLLM  # noqa: E402
+from genlm.control.constant import EOS  # noqa: E402
+from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
+from genlm.control.potential.built_in._guided_regex import (  # noqa: E402
+    ascii_classes,
+    complement,
+    engine_regex,
+)
+from genlm.control.potential.built_in.guided import GuidedConstraint  # noqa: E402
+from genlm.control.weights import NEG_INF  # noqa: E402
+
+HYP = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+
+
+@pytest.fixture(scope="module")
+def pieces(llm):
+    """bytes → a vocabulary token with those bytes (every single byte has one)."""
+    out = {}
+    for t in llm.vocab:
+        out.setdefault(bytes(t), t)
+    return out
+
+
+def split(pieces, text: bytes, cuts: list[int]) -> list:
+    """`text` as tokens: cut at `cuts`, each piece a token when the vocabulary has it,
+    else its single bytes."""
+    bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    toks = []
+    for a, b in zip(bounds, bounds[1:]):
+        piece = text[a:b]
+        toks.extend([pieces[piece]] if piece in pieces else [pieces[bytes([x])] for x in piece])
+    return toks
+
+
+async def assert_same(engine, generic, context, rows=True):
+    """Same prefix and complete at every prefix of `context`, and the same
+    `logw_next` row wherever the prefix is alive."""
+    for k in range(len(context) + 1):
+        ctx = context[:k]
+        p = await generic.prefix(ctx)
+        assert await engine.prefix(ctx) == p, ctx
+        assert await engine.complete(ctx) == await generic.complete(ctx), ctx
+        if p == NEG_INF:
+            return
+        if rows:
+            a, b = await engine.logw_next(ctx), await generic.logw_next(ctx)
+            diff = np.flatnonzero(a.weights != b.weights)
+            assert not len(diff), (ctx, [engine.vocab_eos[i] for i in diff[:5]])
+
+
+# Regex -----------------------------------------------------------------------
+
+PATTERNS = [
+    r"[a-z]+ \d{2,3}",
+    r"(ab|a)(bc|c)*\.",
+    r"[^a\n]{1,4}x?",
+    r"\w+@\w+\.(com|org)",
+    r"-?(0|[1-9]\d*)(\.\d+)?",
+    r"(\s|[éü€])*é.",
+]
+REGEX_TEXT = st.text(alphabet="abcxz019 .@-\néü€\t_", max_size=12)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@HYP
+@given(text=REGEX_TEXT, cuts=st.lists(st.integers(0, 40), max_size=6))
+async def test_regex_agrees_with_the_coerced_automaton(llm, pieces, pattern, text, cuts):
+    fsa = BoolFSA.from_regex(pattern)
+    engine, generic = fsa.coerce(llm, f=b"".join), fsa.coerce(llm, f=b"".join, engine=False)
+    assert isinstance(engine, GuidedConstraint) and not isinstance(generic, GuidedConstraint)
+    await assert_same(engine, generic, split(pieces, text.encode(), cuts))
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+async def test_regex_agrees_along_a_sampled_path(llm, pattern):
+    """Contexts drawn from the constraint itself (every step alive)."""
+    rng = np.random.default_rng(0)
+    fsa = BoolFSA.from_regex(pattern)
+    engine, generic = fsa.coerce(llm, f=b"".join), fsa.coerce(llm, f=b"".join, engine=False)
+    ctx = []
+    for _ in range(8):
+        row = (await generic.logw_next(ctx)).weights
+        assert np.array_equal((await engine.logw_next(ctx)).weights, row)
+        live = np.flatnonzero(row[:-1] == 0)
+        if not len(live):
+            break
+        ctx = ctx + [generic.vocab[int(rng.choice(live))]]
+
+
+def test_regex_rewriting():
+    assert engine_regex("a") == r"\x{61}"
+    assert engine_regex(r"\d") == r"[\x{30}-\x{39}]"
+    assert engine_regex("[^a]") == r"[\x{0}-\x{60}\x{62}-\x{D7FF}\x{E000}-\x{10FFFF}]"
+    assert engine_regex("a|bc") == r"(?:\x{61}|\x{62}\x{63})"
+    assert engine_regex("a{2,}?") == r"(?:\x{61}){2,}"
+    for unsupported in ["(?i)a", "a*+", "(?>a)", "\ud800", "(a)\\1", "^a"]:
+        assert engine_regex(unsupported) is None, unsupported
+    assert complement([(0, 9), (5, 20)]) == [(21, 0x10FFFF)]
+    assert ascii_classes(r"/\d[\s]\\d\./") == r"/[0-9][[\t\n\x0B\x0C\r ]]\\d\./"
+
+
+async def test_regex_outside_the_rewriting_takes_the_generic_path(llm, caplog):
+    fsa = BoolFSA.from_regex("(?i)ab")
+    with caplog.at_level(logging.DEBUG, logger="genlm.control.potential.built_in.guided"):
+        c = fsa.coerce(llm, f=b"".join)
+    assert not isinstance(c, GuidedConstraint)
+    assert "generic path" in caplog.text
+    with pytest.raises(ValueError, match="engine=True"):
+        fsa.coerce(llm, f=b"".join, engine=True)
+
+
+async def test_non_llm_targets_and_maps_take_the_generic_path(llm):
+    fsa = BoolFSA.from_regex("ab")
+    assert not isinstance(fsa.coerce(list(llm.vocab), f=b"".join), GuidedConstraint)
+    assert not isinstance(fsa.coerce(llm, f=lambda xs: b"".join(xs)), GuidedConstraint)
+    with pytest.raises(ValueError, match="not a PromptedLLM"):
+        fsa.coerce(list(llm.vocab), f=b"".join, engine=True)
+    assert not isinstance(BoolFSA(fsa.wfsa).coerce(llm, f=b"".join), GuidedConstraint)
+
+
+# Lark ------------------------------------------------------------------------
+
+LARK = r"""
+start: expr
+expr: term (("+" | "-") term)*
+term: NUMBER | "(" expr ")"
+NUMBER: /\d+/
+"""
+
+
+@HYP
+@given(
+    text=st.text(alphabet="0123+-()٣x", max_size=10), cuts=st.lists(st.integers(0, 30), max_size=5)
+)
+async def test_lark_agrees_with_earley(llm, pieces, text, cuts):
+    """Prefix and complete against byte-level Earley (the grammar's lexing is unambiguous)."""
+    engine = BoolCFG.from_lark(LARK).coerce(llm, f=b"".join)
+    assert isinstance(engine, GuidedConstraint)
+    generic = BoolCFG.from_lark(LARK)
+    toks = split(pieces, text.encode(), cuts)
+    for k in range(len(toks) + 1):
+        data = list(b"".join(toks[:k]))
+        p = await generic.prefix(data)
+        assert await engine.prefix(toks[:k]) == p
+        assert await engine.complete(toks[:k]) == await generic.complete(data)
+        if p == NEG_INF:
+            break
+
+
+async def test_lark_rows_agree_with_the_coerced_grammar(llm):
+    cfg = BoolCFG.from_lark(LARK)
+    engine, generic = cfg.coerce(llm, f=b"".join), cfg.coerce(llm, f=b"".join, engine=False)
+    await assert_same(engine, generic, llm.tokenize("(12+3)-4"))
+
+
+async def test_lark_differences_by_design(llm, pieces):
+    """The engine lexes each terminal by longest match and places `%ignore` only
+    between terminals; byte-level Earley takes any split and ignores at the ends."""
+    greedy = "start: A A\nA: /a+/"
+    ignore = 'start: "x" "y"\n%ignore " "'
+    for grammar, text in [(greedy, b"aa"), (ignore, b"x y "), (ignore, b" x y")]:
+        engine = BoolCFG.from_lark(grammar).coerce(llm, f=b"".join)
+        toks = split(pieces, text, list(range(len(text))))
+        assert await BoolCFG.from_lark(grammar).complete(list(text)) == 0.0
+        assert await engine.complete(toks) == NEG_INF
+    engine = BoolCFG.from_lark(ignore).coerce(llm, f=b"".join)
+    assert await engine.complete(split(pieces, b"x  y", [1, 2, 3])) == 0.0
+
+
+# JSON ------------------------------------------------------------------------
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer", "minimum": 0, "maximum": 999},
+        "tag": {"enum": ["red", "blue"]},
+        "note": {"type": "string", "maxLength": 3},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["id"],
+    "additionalProperties": False,
+}
+DOCS = st.builds(
+    lambda i, tag, note, ok, ws: (
+        ws
+        + (
+            "{"
+            + ",".join(
+                x
+                for x in [
+                    f'"id":{i}',
+                    tag and f'"tag":"{tag}"',
+                    note is not None and f'"note":{note}',
+                    ok is not None and f'"ok":{ok}',
+                ]
+                if x
+            )
+            + "}"
+        )
+        + ws
+    ),
+    st.integers(-5, 1200),
+    st.sampled_from([None, "red", "blue", "green"]),
+    st.one_of(
+        st.none(), st.sampled_from(['"ab"', '"abcd"', '"é"', '"\\u0041"', '"\\n"', '"', "1"])
+    ),
+    st.one_of(st.none(), st.sampled_from(["true", "false", "nul"])),
+    st.sampled_from(["", " ", "\n"]),
+)
+
+
+@HYP
+@given(doc=DOCS, cuts=st.lists(st.integers(0, 60), max_size=8))
+async def test_json_agrees_with_the_schema_potential(llm, pieces, doc, cuts):
+    """Documents with properties in declaration order: the same answers everywhere."""
+    js = JsonSchema(SCHEMA)
+    engine, generic = js.coerce(llm, f=b"".join), js.coerce(llm, f=b"".join, engine=False)
+    assert isinstance(engine, GuidedConstraint)
+    await assert_same(engine, generic, split(pieces, doc.encode(), cuts), rows=False)
+
+
+async def test_json_rows_agree_in_declaration_order(llm, pieces):
+    js = JsonSchema(SCHEMA)
+    engine, generic = js.coerce(llm, f=b"".join), js.coerce(llm, f=b"".join, engine=False)
+    doc = b'{"id":12,"tag":"red","note":"ab"}'
+    toks = split(pieces, doc, list(range(0, len(doc), 3)))
+    for k in range(len(toks) + 1):
+        a = (await engine.logw_next(toks[:k])).weights
+        b = (await generic.logw_next(toks[:k])).weights
+        assert np.all(a <= b)  # the engine's language is a subset
+        assert a[-1] == b[-1]
+
+
+async def test_json_differences_by_design(llm, pieces):
+    js = JsonSchema(SCHEMA)
+    engine = js.coerce(llm, f=b"".join)
+    for doc in [b'{"tag":"red","id":1}', b'{"id":1,"note":"\\/"}']:
+        toks = split(pieces, doc, list(range(len(doc))))
+        assert await js.complete(list(doc)) == 0.0
+        assert await engine.complete(toks) == NEG_INF
+    one = JsonSchema({"enum": [1.0]})
+    e1 = one.coerce(llm, f=b"".join)
+    assert await one.complete(list(b"1")) == 0.0 and await e1.complete([pieces[b"1"]]) == 0.0
+    assert await one.complete(list(b"1.0")) == 0.0
+    assert await e1.complete(split(pieces, b"1.0", [1, 2])) == NEG_INF
+
+
+# The potential contract ----------------------------------------------------------
+
+
+async def test_contract_checks(llm):
+    from genlm.control import testing
+
+    c = llm.constrain(regex=r"[a-z ]{1,12}\.")
+    contexts = [[], llm.tokenize("hello"), llm.tokenize("hello world")]
+    await testing.check_potential(c, contexts)
+    await c.assert_batch_consistency(contexts + contexts[:1])
+
+
+async def test_eos_entry_is_complete(llm, pieces):
+    c = llm.constrain(regex="ab|abc")
+    toks = [pieces[b"a"], pieces[b"b"]]
+    row = await c.logw_next(toks)
+    assert row[EOS] == 0.0 == await c.complete(toks)
+    assert row[pieces[b"c"]] == 0.0 and row[pieces[b"d"]] == NEG_INF
+    assert (await c.logw_next([pieces[b"a"]]))[EOS] == NEG_INF
+
+
+async def test_dead_context_raises_and_batches_dedupe(llm, pieces):
+    c = llm.constrain(regex="a+")
+    with pytest.raises(ValueError, match="weight zero"):
+        await c.logw_next([pieces[b"b"]])
+    a = [pieces[b"a"]]
+    rows = await c.batch_logw_next([a, [], a])
+    assert np.array_equal(rows[0].weights, rows[2].weights)
+    assert await c.prefix([pieces[b"b"], pieces[b"a"]]) == NEG_INF
+
+
+async def test_cache_is_bounded_and_spawn_is_independent(llm, pieces):
+    c = llm.constrain(regex="[a-z]*", cache_size=8)
+    letters = [pieces[bytes([b])] for b in b"abcdefghij"]
+    for i in range(len(letters)):
+        for j in range(len(letters)):
+            assert await c.prefix([letters[i], letters[j]]) == 0.0
+    assert len(c._cache) <= 8
+    s = c.spawn()
+    assert len(s._cache) == 0 and s.grammar == c.grammar
+    assert await s.complete(letters[:3]) == 0.0
+
+
+async def test_product_with_the_llm_and_smc(llm):
+    from genlm.control import AWRS, direct_token_sampler
+
+    llm2 = llm.spawn(prompt_ids=llm.model.tokenizer.encode("Numbers:"))
+    c = llm2.constrain(regex=r" ?[0-9]{1,3}")
+    assert (llm2 * c).vocab_eos is llm2.vocab_eos
+    for sampler in (direct_token_sampler(llm2 * c), AWRS(llm2, c)):
+        seqs = await sampler.smc(n_particles=3, ess_threshold=0.5, max_tokens=6)
+        for ctx, w in zip(seqs.contexts, seqs.log_weights):
+            if w > NEG_INF:
+                assert await c.complete(ctx[:-1]) == 0.0
+    seqs = await direct_token_sampler(llm2).smc(3, 0.5, 4, critic=c)
+    assert len(seqs.contexts) == 3
+
+
+# Bad input ---------------------------------------------------------------------
+
+
+def test_engine_errors_are_value_errors(llm):
+    with pytest.raises(ValueError, match="unclosed group"):
+        GuidedConstraint.from_regex(llm, "a(")
+    with pytest.raises(ValueError, match="unknown name"):
+        llm.constrain(lark="start: foo")
+    with pytest.raises(ValueError, match="Invalid type"):
+        llm.constrain(json_schema={"type": "foo"})
+    with pytest.raises(ValueError, match="Unimplemented"):
+        llm.constrain(json_schema={"not": {"type": "string"}})
+    with pytest.raises(ValueError, match="invalid JSON schema"):
+        llm.constrain(json_schema="{not json")
+
+
+def test_argument_errors(llm):
+    with pytest.raises(ValueError, match="exactly one"):
+        llm.constrain()
+    with pytest.raises(ValueError, match="exactly one"):
+        llm.constrain(regex="a", lark="start: /a/")
+    with pytest.raises(TypeError, match="PromptedLLM"):
+        GuidedConstraint.from_regex([b"a"], "a")
+    with pytest.raises(TypeError, match="must be a str"):
+        GuidedConstraint.from_regex(llm, 3)
+    with pytest.raises(ValueError, match="unknown grammar kind"):
+        GuidedConstraint(llm, "ebnf", "x")
+    with pytest.raises(ValueError, match="from_lark"):
+        BoolCFG.from_string("1: S -> a").coerce(llm, f=b"".join, engine=True)
