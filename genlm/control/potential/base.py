@@ -127,6 +127,43 @@ class Potential(ABC):
         """The live entries of `logw_next(context)`, or None when not known to be sparse."""
         return None
 
+    # Carried state (optional, synchronous fast path for samplers) -----------
+
+    #: Whether `state_of`, `advance` and `logw_next_of` are implemented.
+    stateful: bool = False
+
+    def state_of(self, context: list) -> Any:
+        """The state after reading `context`; None when `prefix(context) = -inf`.
+
+        A potential with `stateful = True` carries what it knows about a context in
+        a state, so a caller walking many extensions of one context (a trie of
+        tokens) pays for the context once:
+
+            logw_next_of(advance(state_of(ctx), x)) == logw_next(ctx + [x]).weights
+            advance(state_of(ctx), x) is None  iff  prefix(ctx + [x]) = -inf
+
+        States are opaque, immutable values that stay valid after the potential's
+        caches are cleared. These methods are synchronous; the async API stays the
+        public one.
+
+        Raises:
+            NotImplementedError: unless the potential is `stateful`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not carry states")
+
+    def advance(self, state: Any, token: Any) -> Any:
+        """The state after one more `token` (None, the dead state, stays None)."""
+        raise NotImplementedError(f"{type(self).__name__} does not carry states")
+
+    def logw_next_of(self, state: Any) -> np.ndarray:
+        """The `logw_next` row over `vocab_eos` after the context that led to `state`.
+
+        Raises:
+            ValueError: for a dead state (None), as `logw_next` does for a context
+                of weight zero.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not carry states")
+
     # Batches ---------------------------------------------------------------
 
     async def batch_complete(self, contexts: Sequence[list]) -> np.ndarray:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 
 import numpy as np
 
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
+from genlm.control.window import gather_or_cancel
 
 
 class Product(Potential):
@@ -54,19 +54,19 @@ class Product(Potential):
         self._idx2 = np.array([t2.lookup[x] for x in vocab_eos])
 
     async def prefix(self, context: list) -> float:
-        a, b = await asyncio.gather(self.p1.prefix(context), self.p2.prefix(context))
+        a, b = await gather_or_cancel(self.p1.prefix(context), self.p2.prefix(context))
         return a + b
 
     async def complete(self, context: list) -> float:
-        a, b = await asyncio.gather(self.p1.complete(context), self.p2.complete(context))
+        a, b = await gather_or_cancel(self.p1.complete(context), self.p2.complete(context))
         return a + b
 
     async def batch_prefix(self, contexts):
-        a, b = await asyncio.gather(self.p1.batch_prefix(contexts), self.p2.batch_prefix(contexts))
+        a, b = await gather_or_cancel(self.p1.batch_prefix(contexts), self.p2.batch_prefix(contexts))
         return np.asarray(a) + np.asarray(b)
 
     async def batch_complete(self, contexts):
-        a, b = await asyncio.gather(
+        a, b = await gather_or_cancel(
             self.p1.batch_complete(contexts), self.p2.batch_complete(contexts)
         )
         return np.asarray(a) + np.asarray(b)
@@ -77,11 +77,11 @@ class Product(Potential):
         return w1[..., self._idx1] + w2[..., self._idx2]
 
     async def logw_next(self, context: list) -> LazyWeights:
-        a, b = await asyncio.gather(self.p1.logw_next(context), self.p2.logw_next(context))
+        a, b = await gather_or_cancel(self.p1.logw_next(context), self.p2.logw_next(context))
         return self.make_lazy_weights(self._combine(a.weights, b.weights))
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
-        a, b = await asyncio.gather(
+        a, b = await gather_or_cancel(
             self.p1.batch_logw_next(contexts), self.p2.batch_logw_next(contexts)
         )
         if not contexts:

@@ -31,7 +31,6 @@ accepts were reached, `a/(a+K_max-1)` when `a < m` accepts were.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Any, NamedTuple
 
@@ -42,6 +41,7 @@ from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.weights import NEG_INF, fold_nan, logsumexp
+from genlm.control.window import gather_or_cancel
 
 # Math ---------------------------------------------------------------------
 
@@ -249,7 +249,7 @@ class AWRS(TokenSampler):
             w = fold_nan((await self.potential.logw_next(context)).weights)
             q = w
         else:
-            wl, ql = await asyncio.gather(
+            wl, ql = await gather_or_cancel(
                 self.potential.logw_next(context), self.proposal.logw_next(context)
             )
             w, q = fold_nan(wl.weights), fold_nan(ql.weights)

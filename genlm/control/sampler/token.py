@@ -10,12 +10,12 @@ where `logp` is the log probability with which `token` was proposed.
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable
 
 from genlm.control.draw import draw_from
 from genlm.control.potential.base import Potential
+from genlm.control.window import gather_or_cancel
 
 if TYPE_CHECKING:  # pragma: no cover
     from genlm.control.sampler.sequence import Sequences
@@ -109,7 +109,7 @@ class DirectTokenSampler(TokenSampler):
             logws = await self.potential.logw_next(context)
             d = await draw_from(logws, draw=draw)
         else:
-            logws, q = await asyncio.gather(
+            logws, q = await gather_or_cancel(
                 self.potential.logw_next(context), self.proposal.logw_next(context)
             )
             d = await draw_from(q, draw=draw, target=logws)
