@@ -1,0 +1,173 @@
+"""Tiny potentials and checks shared by the reliability tests."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+
+import numpy as np
+
+from genlm.control import Potential
+from genlm.control import draw as draw_module
+from genlm.control.window import Window
+
+AB = [b"a", b"b"]
+
+SINGLE = ("prefix", "complete", "score", "logw_next")
+BATCH = ("batch_prefix", "batch_complete", "batch_score", "batch_logw_next")
+
+
+class Bigram(Potential):
+    """A normalized bigram LM: row `table[prev]` over `vocab + [EOS]` (`None` starts)."""
+
+    def __init__(self, vocab, table: dict, tables=None):
+        super().__init__(vocab, tables=tables)
+        self.table = {k: np.log(np.asarray(v, dtype=np.float64)) for k, v in table.items()}
+
+    def _row(self, context) -> np.ndarray:
+        return self.table[context[-1] if context else None]
+
+    def _path(self, context) -> float:
+        total, prev = 0.0, None
+        for x in context:
+            total += self.table[prev][self.lookup[x]]
+            prev = x
+        return float(total)
+
+    async def prefix(self, context):
+        return self._path(context)
+
+    async def complete(self, context):
+        return self._path(context) + float(self._row(context)[-1])
+
+    async def logw_next(self, context):
+        return self.make_lazy_weights(self._row(context).copy())
+
+    def spawn(self):
+        return Bigram(self.vocab, {k: np.exp(v) for k, v in self.table.items()}, tables=self.tables)
+
+
+def ab_lm() -> Bigram:
+    return Bigram(AB, {None: [0.5, 0.3, 0.2], b"a": [0.3, 0.4, 0.3], b"b": [0.5, 0.1, 0.4]})
+
+
+class NoBB(Potential):
+    """Boolean: no two `b`s in a row; complete when empty or ending in `b`."""
+
+    def __init__(self, vocab=AB):
+        super().__init__(vocab)
+
+    @staticmethod
+    def _ok(ctx) -> bool:
+        return all(not (x == b"b" and y == b"b") for x, y in zip(ctx, ctx[1:]))
+
+    async def prefix(self, context):
+        return 0.0 if self._ok(context) else -math.inf
+
+    async def complete(self, context):
+        return 0.0 if self._ok(context) and (not context or context[-1] == b"b") else -math.inf
+
+
+class CountCritic(Potential):
+    """A real-valued critic: `prefix = -0.7·#b`, `complete = -1.2·#b`."""
+
+    def __init__(self):
+        super().__init__(AB)
+
+    async def prefix(self, context):
+        return -0.7 * context.count(b"b")
+
+    async def complete(self, context):
+        return -1.2 * context.count(b"b")
+
+
+class InjectedFault(RuntimeError):
+    """The error a `Faulty` potential raises."""
+
+
+class Faulty(Potential):
+    """Wraps a potential, counts the calls of each method, and raises `InjectedFault`
+    on the `at`-th call (0-based) of `method`: before awaiting the inner potential, or
+    after it when `late` (so the fault lands while other coroutines are in flight)."""
+
+    def __init__(self, inner: Potential):
+        super().__init__(tables=inner.tables)
+        self.inner = inner
+        self.calls: Counter = Counter()
+        self.method: str | None = None
+        self.at = -1
+        self.late = False
+
+    def arm(self, method: str, at: int, late: bool = False) -> None:
+        self.calls, self.method, self.at, self.late = Counter(), method, at, late
+
+    def disarm(self) -> None:
+        self.calls, self.method = Counter(), None
+
+    def _tick(self, name: str) -> bool:
+        n = self.calls[name]
+        self.calls[name] += 1
+        hit = name == self.method and n == self.at
+        if hit and not self.late:
+            raise InjectedFault(f"{name} call {n}")
+        return hit
+
+    async def _call(self, name: str, arg):
+        hit = self._tick(name)
+        out = await getattr(self.inner, name)(arg)
+        if hit:
+            await asyncio.sleep(0)
+            raise InjectedFault(f"{name} call {self.at} (late)")
+        return out
+
+    async def prefix(self, context):
+        return await self._call("prefix", context)
+
+    async def complete(self, context):
+        return await self._call("complete", context)
+
+    async def score(self, context):
+        return await self._call("score", context)
+
+    async def logw_next(self, context):
+        return await self._call("logw_next", context)
+
+    async def batch_prefix(self, contexts):
+        return await self._call("batch_prefix", contexts)
+
+    async def batch_complete(self, contexts):
+        return await self._call("batch_complete", contexts)
+
+    async def batch_score(self, contexts):
+        return await self._call("batch_score", contexts)
+
+    async def batch_logw_next(self, contexts):
+        return await self._call("batch_logw_next", contexts)
+
+
+def windows_of(*potentials) -> list:
+    """The draw window and the windows of the autobatched views of `potentials`."""
+    out = [w for w in vars(draw_module).values() if isinstance(w, Window)]
+    for p in potentials:
+        view = None if p is None else p.__dict__.get("_autobatched")
+        if view is not None:
+            out.extend(view._windows.values())
+    return out
+
+
+def assert_quiescent(*potentials) -> None:
+    """No task but the current one, and no request queued or held in any window."""
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    assert not others, f"tasks left running: {others}"
+    loop = asyncio.get_running_loop()
+    for w in windows_of(*potentials):
+        state = w._state.get(loop)
+        if state is not None:
+            assert not state.queue, f"requests left queued in {w!r}"
+            assert not state.armed, f"a window is still held: {w!r}"
+
+
+def same(a, b) -> bool:
+    """Two `Sequences` with the same contexts and the same log weights."""
+    return a.contexts == b.contexts and np.array_equal(a.log_weights, b.log_weights)

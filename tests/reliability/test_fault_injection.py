@@ -1,0 +1,182 @@
+"""Fault injection: a potential that raises on its k-th call of a method, for every k
+a run makes, through every sampler path; and cancellation of gathered runs at
+random points.
+
+Each faulty run must raise the injected error, leave no task running and no request
+in any window, and the same objects must then give the same run as before.
+"""
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+from reliability_toys import (
+    AB,
+    CountCritic,
+    Faulty,
+    InjectedFault,
+    NoBB,
+    ab_lm,
+    assert_quiescent,
+    same,
+)
+
+from genlm.control import AWRS, SMC
+from genlm.control.sampler.token import DirectTokenSampler
+
+RUN = dict(n_particles=5, ess_threshold=0.6, max_tokens=6, seed=11)
+
+
+def _direct(autobatch):
+    def build():
+        f = Faulty(ab_lm())
+        return f, SMC(DirectTokenSampler(f, autobatch=autobatch), autobatch=autobatch)
+
+    return build
+
+
+def _direct_proposal(autobatch):
+    def build():
+        f = Faulty(ab_lm())
+        sampler = DirectTokenSampler(ab_lm() * NoBB(), proposal=f, autobatch=autobatch)
+        return f, SMC(sampler, autobatch=autobatch)
+
+    return build
+
+
+def _awrs_condition(autobatch):
+    def build():
+        f = Faulty(NoBB())
+        return f, SMC(AWRS(ab_lm(), f, autobatch=autobatch), autobatch=autobatch)
+
+    return build
+
+
+def _awrs_potential(autobatch):
+    def build():
+        f = Faulty(ab_lm())
+        return f, SMC(AWRS(f, NoBB(), autobatch=autobatch), autobatch=autobatch)
+
+    return build
+
+
+def _critic(autobatch, critic):
+    def build():
+        f = Faulty(critic())
+        return f, SMC(DirectTokenSampler(ab_lm(), autobatch=autobatch), f, autobatch=autobatch)
+
+    return build
+
+
+PATHS = {
+    "direct": _direct(True),
+    "direct-unbatched": _direct(False),
+    "direct-proposal": _direct_proposal(True),
+    "direct-proposal-unbatched": _direct_proposal(False),
+    "awrs-condition": _awrs_condition(True),
+    "awrs-condition-unbatched": _awrs_condition(False),
+    "awrs-potential": _awrs_potential(True),
+    "critic": _critic(True, CountCritic),
+    "critic-unbatched": _critic(False, CountCritic),
+    "boolean-critic": _critic(True, NoBB),
+}
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["raise-at-call", "raise-after-await"])
+@pytest.mark.parametrize("path", sorted(PATHS))
+async def test_every_call_of_every_method_can_fail_cleanly(path, late):
+    faulty, smc = PATHS[path]()
+    baseline = await smc(**RUN)
+    counts = dict(faulty.calls)
+    assert counts, "the path never called the potential"
+    swept = 0
+    for method, n in sorted(counts.items()):
+        for k in range(n):
+            faulty.arm(method, k, late=late)
+            with pytest.raises(InjectedFault):
+                await smc(**RUN)
+            assert_quiescent(faulty)
+            faulty.disarm()
+            assert same(await smc(**RUN), baseline), (method, k)
+            assert dict(faulty.calls) == counts, "a rerun must make the same calls"
+            swept += 1
+    assert swept == sum(counts.values())
+
+
+async def test_every_particle_failing_at_once_reports_one_error_and_nothing_unretrieved():
+    seen = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, ctx: seen.append(ctx))
+    try:
+        faulty = Faulty(ab_lm())
+        smc = SMC(DirectTokenSampler(faulty, autobatch=False), autobatch=False)
+        faulty.arm("logw_next", 0, late=True)
+        # make every call after the first fail too: each particle raises on its own
+        faulty._tick = lambda name, f=faulty: name == "logw_next"
+        with pytest.raises(InjectedFault):
+            await smc(**RUN)
+        import gc
+
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert not seen, seen
+    assert_quiescent(faulty)
+
+
+# Cancellation -------------------------------------------------------------
+
+
+GATHERED = dict(n_particles=6, ess_threshold=0.5, max_tokens=8)
+
+
+def _samplers():
+    lm = ab_lm()
+    return {
+        "direct+critic": SMC(DirectTokenSampler(lm), CountCritic()),
+        "awrs": SMC(AWRS(lm, NoBB())),
+        "awrs+critic": SMC(AWRS(lm, NoBB()), CountCritic()),
+    }
+
+
+@pytest.mark.parametrize("name", ["direct+critic", "awrs", "awrs+critic"])
+async def test_cancelling_gathered_runs_at_random_points_leaves_the_others_exact(name):
+    smc = _samplers()[name]
+    seeds = list(range(4))
+    solos = [await smc(seed=s, **GATHERED) for s in seeds]
+    rng = np.random.default_rng(7)
+    for trial in range(25):
+        victims = set(rng.choice(len(seeds), size=int(rng.integers(1, 3)), replace=False).tolist())
+        delays = {v: int(rng.integers(0, 60)) for v in victims}
+        tasks = [asyncio.ensure_future(smc(seed=s, **GATHERED)) for s in seeds]
+        for tick in range(max(delays.values()) + 1):
+            for v, d in delays.items():
+                if d == tick:
+                    tasks[v].cancel()
+            await asyncio.sleep(0)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for i, r in enumerate(results):
+            if i in victims and isinstance(r, asyncio.CancelledError):
+                continue
+            assert not isinstance(r, BaseException), (trial, i, r)
+            assert same(r, solos[i]), (trial, i, delays)
+        assert_quiescent(smc.unit_sampler.target, smc.critic)
+    # the same objects still give the solo results
+    assert same(await smc(seed=0, **GATHERED), solos[0])
+
+
+async def test_a_cancelled_run_is_cancelled_not_failed():
+    smc = _samplers()["awrs"]
+    task = asyncio.ensure_future(smc(seed=1, **GATHERED))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_quiescent()
+    seqs = await smc(seed=1, **GATHERED)
+    assert not math.isnan(seqs.log_ml)
+    assert all(ctx[-1] == smc.unit_sampler.target.eos for ctx in seqs.contexts)
+    assert {t for ctx in seqs.contexts for t in ctx[:-1]} <= set(AB)
