@@ -59,6 +59,8 @@ class JsonSchema(Potential):
             `$ref`, or a schema no document satisfies.
     """
 
+    stateful = True
+
     def __init__(self, schema: Any, cache_size: int = 16384, max_states: int = 200_000):
         self.schema = schema
         self.cache_size = cache_size
@@ -94,6 +96,9 @@ class JsonSchema(Potential):
         s = self.state(context)
         if s is None:
             raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
+        return self._state_row(s)
+
+    def _state_row(self, s) -> np.ndarray:
         t = self.transitions
         row = np.full(len(BYTE_VOCAB) + 1, NEG_INF)
         row[:-1][t.byte_row(t.sid(s)) >= 0] = 0.0
@@ -115,6 +120,28 @@ class JsonSchema(Potential):
 
     async def batch_complete(self, contexts):
         return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
+
+    # Carried states (see `Potential.state_of`): the recognizer's frame stacks ----
+
+    def state_of(self, context: Sequence[int]):
+        """The recognizer state after `context` (None: no valid document starts so)."""
+        return self.state(context)
+
+    def advance(self, state, token: int):
+        """The recognizer state after one more byte (memoized per interned state)."""
+        check_byte_context((token,))
+        if state is None:
+            return None
+        if self.transitions.full():
+            self.transitions.reset()
+        return self.transitions.next_state(state, token)
+
+    def logw_next_of(self, state) -> np.ndarray:
+        """0 for each byte that keeps a valid document reachable from `state`, and for
+        EOS when `state` accepts; -inf elsewhere."""
+        if state is None:
+            raise ValueError(f"a dead state has no next-token weights under {self!r}")
+        return self._state_row(state)
 
     def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
         """As `Potential.coerce`. Onto a `PromptedLLM` through `b"".join` the compiled

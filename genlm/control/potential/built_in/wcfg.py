@@ -62,6 +62,7 @@ class WCFG(Potential):
     """
 
     boolean = False
+    stateful = True
 
     def __init__(self, cfg: CFG, cache_size: int = 4096):
         if not isinstance(cfg, CFG):
@@ -177,6 +178,9 @@ class WCFG(Potential):
         total = self._prefix_of_chart(chart)
         if total == NEG_INF:
             raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
+        return self._chart_row(chart, total)
+
+    def _chart_row(self, chart: Chart, total: float) -> np.ndarray:
         row = np.full(N_BYTES + 1, NEG_INF)
         for y, w in self.model.next_token_weights(chart).items():
             row[N_BYTES if y == GRAMMAR_EOS else y[0]] = self._value(w)
@@ -196,6 +200,24 @@ class WCFG(Potential):
 
     async def batch_complete(self, contexts):
         return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
+
+    # Carried states (see `Potential.state_of`): the Earley chart ---------------
+
+    def state_of(self, context: Sequence[int]) -> Chart | None:
+        """The Earley columns after `context` (None when no derivation reads it)."""
+        return self.chart(context)
+
+    def advance(self, state: Chart | None, token: int) -> Chart | None:
+        """The chart with one more column, for byte `token`."""
+        check_byte_context((token,))
+        return None if state is None else self._extend(state, token)
+
+    def logw_next_of(self, state: Chart | None) -> np.ndarray:
+        """`log Σ_y G(ctx·x·y) - log Σ_y G(ctx·y)` off the chart's last column."""
+        total = self._prefix_of_chart(state)
+        if total == NEG_INF:
+            raise ValueError(f"a dead state has no next-token weights under {self!r}")
+        return self._chart_row(state, total)
 
     def spawn(self) -> "WCFG":
         """A copy sharing the compiled parser tables, with its own chart cache."""

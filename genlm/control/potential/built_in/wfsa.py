@@ -60,6 +60,7 @@ class WFSA(Potential):
     """
 
     boolean = False
+    stateful = True
 
     def __init__(self, wfsa: Any, cache_size: int = 16384):
         self.wfsa = wfsa
@@ -142,6 +143,23 @@ class WFSA(Potential):
 
     async def batch_complete(self, contexts):
         return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
+
+    # Carried states (see `Potential.state_of`): the forward weights -----------
+
+    def state_of(self, context: Sequence[int]) -> Forward | None:
+        """The forward weights `α` after `context` (None when no path reads it)."""
+        check_byte_context(context)
+        return self.forward(context)
+
+    def advance(self, state: Forward | None, token: int) -> Forward | None:
+        """`α T_b`, rescaled (one sparse product, or one table lookup when deterministic)."""
+        return None if state is None else _step(self.automaton, state, token)
+
+    def logw_next_of(self, state: Forward | None) -> np.ndarray:
+        """`log(α M) - log(α · β)` for the state's `α`."""
+        if state is None or not (state.alpha @ self.automaton.beta > 0):
+            raise ValueError(f"a dead state has no next-token weights under {self!r}")
+        return self._rows([state], [()])[0]
 
     def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
         """As `Potential.coerce`. A `BoolFSA.from_regex` coerced onto a `PromptedLLM`
