@@ -17,6 +17,16 @@ def is_join(f: Callable) -> bool:
     return getattr(f, "__name__", None) == "join" and getattr(f, "__self__", None) in (b"", "")
 
 
+def stateful_potential(potential: Potential) -> Potential | None:
+    """The potential that carries states for `potential` (see `Potential.state_of`):
+    itself, or the potential under its autobatched view; None when it carries none."""
+    from genlm.control.potential.autobatch import AutoBatchedPotential
+
+    if isinstance(potential, AutoBatchedPotential):
+        potential = potential.potential
+    return potential if potential.stateful else None
+
+
 @dataclass(frozen=True, eq=False)
 class SymbolTrie:
     """The trie of `f([x])` over the tokens `x` of a vocabulary.
@@ -90,6 +100,12 @@ class Coerced(Potential):
     ):
         if not callable(f):
             raise TypeError("coerce needs a callable f mapping contexts")
+        if not isinstance(target, Potential) and (
+            isinstance(target, (str, bytes)) or not hasattr(target, "__iter__")
+        ):
+            raise TypeError(
+                f"coerce needs a Potential or a vocabulary (a list of tokens), got {type(target).__name__}"
+            )
         self.potential = potential
         self.f = f
         self.prune = prune
@@ -141,13 +157,12 @@ class Coerced(Potential):
     async def logw_next(self, context) -> LazyWeights:
         if not self.homomorphic:
             return await super().logw_next(context)
-        base = self._map(context)
         trie = self.trie
+        nodes = _NodeRows(self.potential, self._map(context), trie)
         cum = np.full(trie.n_nodes, NEG_INF)
         cum[0] = 0.0
-        root = await self.potential.logw_next(base)
-        paths: dict[int, list] = {0: []}
-        padded = {0: np.append(root.weights, NEG_INF)}
+        root = await nodes.root()
+        padded = {0: np.append(root, NEG_INF)}
         for level in trie.levels:
             parents = trie.parent[level]
             live = cum[parents] > NEG_INF
@@ -157,14 +172,11 @@ class Coerced(Potential):
             uniq, pos = np.unique(parents, return_inverse=True)
             need = [int(p) for p in uniq if int(p) not in padded]
             if need:
-                for p in need:
-                    paths[p] = paths[int(trie.parent[p])] + [trie.symbol[p]]
-                got = await self.potential.batch_logw_next([base + paths[p] for p in need])
-                for p, w in zip(need, got):
-                    padded[p] = np.append(w.weights, NEG_INF)
+                for p, w in zip(need, await nodes.rows(need)):
+                    padded[p] = np.append(w, NEG_INF)
             block = np.stack([padded[int(p)] for p in uniq])
             cum[level] = cum[parents] + block[pos, self._symbol_index[level]]
-        logws = np.append(cum[self._leaf], root.weights[-1])
+        logws = np.append(cum[self._leaf], root[-1])
         return self.make_lazy_weights(logws)
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
@@ -185,4 +197,35 @@ class Coerced(Potential):
         return f"Coerced({self.potential!r}, |V|={len(self.tables.vocab)})"
 
 
-__all__ = ["Coerced", "SymbolTrie", "is_join"]
+class _NodeRows:
+    """The inner potential's `logw_next` rows at trie nodes below one mapped context
+    `base`: read off carried states when the potential is stateful (the state at a
+    node is its parent's advanced by the node's symbol), else asked for
+    `base + path(node)`."""
+
+    def __init__(self, potential: Potential, base: list, trie: SymbolTrie):
+        self.potential, self.base, self.trie = potential, base, trie
+        self.carrier = stateful_potential(potential)
+        self.paths: dict[int, list] = {0: []}
+        if self.carrier is not None:
+            self.states = {0: self.carrier.state_of(base)}
+
+    async def root(self) -> np.ndarray:
+        if self.carrier is not None:
+            return self.carrier.logw_next_of(self.states[0])
+        return (await self.potential.logw_next(self.base)).weights
+
+    async def rows(self, need: list[int]) -> list[np.ndarray]:
+        """Rows at `need`, nodes whose parents were visited before."""
+        trie, carrier = self.trie, self.carrier
+        if carrier is not None:
+            for p in need:
+                self.states[p] = carrier.advance(self.states[int(trie.parent[p])], trie.symbol[p])
+            return [carrier.logw_next_of(self.states[p]) for p in need]
+        for p in need:
+            self.paths[p] = self.paths[int(trie.parent[p])] + [trie.symbol[p]]
+        got = await self.potential.batch_logw_next([self.base + self.paths[p] for p in need])
+        return [w.weights for w in got]
+
+
+__all__ = ["Coerced", "SymbolTrie", "is_join", "stateful_potential"]

@@ -46,6 +46,10 @@ def build_tables(
         TypeError: tokens of mixed types, a token that does not match `token_type`.
     """
     eos = EOS if eos is None else eos
+    if isinstance(vocabulary, (str, bytes, bytearray)) or not hasattr(vocabulary, "__iter__"):
+        raise TypeError(
+            f"vocabulary must be a sequence of tokens (e.g. a list), got {type(vocabulary).__name__}"
+        )
     vocab = list(vocabulary)
     if not vocab:
         raise ValueError("vocabulary is empty: a potential needs at least one token")

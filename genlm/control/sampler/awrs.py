@@ -210,6 +210,9 @@ class AWRS(TokenSampler):
         proposal: Potential | None = None,
         autobatch: bool = True,
     ):
+        for name, value in (("potential", potential), ("condition", condition), ("proposal", proposal)):
+            if not (value is None and name == "proposal") and not isinstance(value, Potential):
+                raise TypeError(f"AWRS {name} must be a Potential, got {type(value).__name__}")
         for name, other in (("condition", condition), ("proposal", proposal)):
             if other is not None and other.vocab_eos != potential.vocab_eos:
                 raise ValueError(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterator
@@ -88,6 +90,10 @@ class SMC:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         if terminate_when is not None and not callable(terminate_when):
             raise TypeError(f"terminate_when must be callable, got {type(terminate_when).__name__}")
+        if isinstance(verbosity, bool) or not isinstance(verbosity, (int, np.integer)):
+            raise TypeError(f"verbosity must be an integer, got {verbosity!r}")
+        if json_path is not None and not isinstance(json_path, (str, os.PathLike)):
+            raise TypeError(f"json_path must be a path (str or os.PathLike), got {type(json_path).__name__}")
         get_resampler(resampling_method)
         model = SequenceModel(self.unit_sampler, self.critic, int(max_tokens), terminate_when)
         pop = await smc_standard(
@@ -111,6 +117,7 @@ class SMC:
 def _check_token_types(unit_sampler: TokenSampler, critic: Potential) -> None:
     ours, theirs = unit_sampler.token_type, critic.token_type
     if ours == theirs:
+        _check_critic_vocabulary(unit_sampler.target, critic)
         return
     if isinstance(ours, SequenceType) and ours.element_type == theirs:
         return
@@ -120,6 +127,27 @@ def _check_token_types(unit_sampler: TokenSampler, critic: Potential) -> None:
     raise ValueError(
         f"the critic's token type {theirs!r} differs from the sampler's {ours!r}{hint}"
     )
+
+
+def _check_critic_vocabulary(target: Potential, critic: Potential) -> None:
+    """The critic scores the contexts the sampler produces: a critic sharing no token
+    with the sampler is an error; one lacking some tokens gets a warning (a coerced
+    critic may be pruned yet still score every context through its map)."""
+    if target.tables is critic.tables:
+        return
+    lookup = critic.lookup
+    missing = [x for x in target.vocab if x not in lookup]
+    if len(missing) == len(target.vocab):
+        raise ValueError(
+            f"the critic's vocabulary shares no token with the sampler's (e.g. {missing[:3]!r} "
+            "are missing); build the critic over the sampler's vocabulary or coerce it"
+        )
+    if missing:
+        warnings.warn(
+            f"the critic's vocabulary lacks {len(missing)} of the sampler's tokens "
+            f"(e.g. {missing[:3]!r}); it must still score contexts containing them",
+            stacklevel=4,
+        )
 
 
 @dataclass

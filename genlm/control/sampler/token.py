@@ -92,7 +92,9 @@ class DirectTokenSampler(TokenSampler):
     """
 
     def __init__(self, potential: Potential, proposal: Potential | None = None, autobatch: bool = True):
+        _check_potential("potential", potential)
         if proposal is not None:
+            _check_potential("proposal", proposal)
             if proposal.vocab_eos != potential.vocab_eos:
                 raise ValueError(
                     "the proposal's vocabulary must equal the target's, token for token "
@@ -119,6 +121,11 @@ class DirectTokenSampler(TokenSampler):
         self.potential.cleanup()
         if self.proposal is not None:
             self.proposal.cleanup()
+
+
+def _check_potential(name: str, value: Any) -> None:
+    if not isinstance(value, Potential):
+        raise TypeError(f"{name} must be a Potential, got {type(value).__name__}")
 
 
 def direct_token_sampler(potential: Potential) -> DirectTokenSampler:
