@@ -13,9 +13,10 @@ ending at a visited node enters `S` with `ŵ(x) = w(x) Φ(x) / Q(x)`, `Q(x)` bei
 probability that the walk visits its node. `SetTokenSampler` then draws one token of
 `S` ∝ `ŵ` and returns `log Σ_S ŵ` as its weight.
 
-The item potential is asked for `logw_next` at each visited node, replaying the context's
-bytes (memoized by node within one call); a stateful item potential could instead carry
-its parse state from the parent node to the child.
+Item rows are memoized by node within one call. A stateful item potential (see
+`Potential.state_of`) is read once at the context, and its state is carried from each
+visited node to the child by one `advance`, so a node costs the same at any context
+length; any other item potential is asked `logw_next(β(ctx) + path(node))`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 
 from genlm.control.draw import current_rng, draw_from
 from genlm.control.potential.base import Potential
-from genlm.control.potential.coerce import SymbolTrie
+from genlm.control.potential.coerce import SymbolTrie, stateful_potential
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.weights import NEG_INF, LazyWeights, fold_nan
 
@@ -98,24 +99,44 @@ class ByteTrie:
 
 
 class _Walk:
-    """One sample call's view of the context: LM weights and memoized item rows."""
+    """One sample call's view of the context: LM weights and memoized item rows, and,
+    for a stateful item potential, the item state at each visited node."""
 
     def __init__(self, sampler: "TrieSetSampler", context: list, lm: LazyWeights):
         self.sampler = sampler
         self.w = fold_nan(lm.weights)
         self.items = list(b"".join(context))
         self.rows: dict[int, LazyWeights] = {}
+        carrier = sampler.carrier
+        self.states = None if carrier is None else {0: carrier.state_of(self.items)}
+
+    def state(self, node: int) -> Any:
+        """The item state after `β(ctx) + path(node)`: the parent's, advanced by one byte."""
+        if node not in self.states:
+            nodes = self.sampler.trie.nodes
+            parent = self.state(int(nodes.parent[node]))
+            self.states[node] = self.sampler.carrier.advance(parent, nodes.symbol[node])
+        return self.states[node]
 
     async def fetch(self, nodes: list[int]) -> None:
         need = [n for n in dict.fromkeys(nodes) if n not in self.rows]
-        if need:
-            trie, item = self.sampler.trie, self.sampler.item_potential
-            got = await item.batch_logw_next([self.items + trie.path(n) for n in need])
-            self.rows.update(zip(need, got))
+        if not need:
+            return
+        carrier = self.sampler.carrier
+        if carrier is not None:
+            for n in need:
+                self.rows[n] = carrier.make_lazy_weights(carrier.logw_next_of(self.state(n)))
+            return
+        trie, item = self.sampler.trie, self.sampler.item_potential
+        got = await item.batch_logw_next([self.items + trie.path(n) for n in need])
+        self.rows.update(zip(need, got))
 
 
 class TrieSetSampler(SetSampler):
     """A set sampler over `iter_potential`'s byte tokens and an item potential over bytes.
+
+    When the item potential is `stateful`, its rows are read off carried states
+    (`state_of`, `advance`, `logw_next_of`) with the same values as `logw_next`.
 
     Args:
         iter_potential: a potential over byte-string tokens (e.g. `PromptedLLM`).
@@ -132,6 +153,7 @@ class TrieSetSampler(SetSampler):
             raise TypeError("TrieSetSampler needs an item_potential over bytes (ints 0..255)")
         self.iter_potential = iter_potential.to_autobatched()
         self.item_potential = item_potential.to_autobatched()
+        self.carrier = stateful_potential(item_potential)
         self.trie = ByteTrie(iter_potential.vocab)
         coerced = item_potential.coerce(iter_potential, f=b"".join, trie=self.trie.nodes)
         self.target = iter_potential * coerced
@@ -139,7 +161,12 @@ class TrieSetSampler(SetSampler):
     async def logw_eos(self, context: list) -> float:
         """`t(EOS) = w(EOS) + item.logw_next(β(ctx))[EOS]` (log)."""
         lm = await self.iter_potential.logw_next(context)
-        row = await self.item_potential.logw_next(list(b"".join(context)))
+        items = list(b"".join(context))
+        carrier = self.carrier
+        if carrier is not None:
+            row = carrier.make_lazy_weights(carrier.logw_next_of(carrier.state_of(items)))
+        else:
+            row = await self.item_potential.logw_next(items)
         return float(lm.weights[-1]) + row[self.item_potential.eos]
 
     async def walk(self, view: _Walk, masses: np.ndarray, skip: set, draw: Any) -> SetSample:
