@@ -23,7 +23,8 @@ class Bigram(Potential):
 
     def __init__(self, vocab, table: dict, tables=None):
         super().__init__(vocab, tables=tables)
-        self.table = {k: np.log(np.asarray(v, dtype=np.float64)) for k, v in table.items()}
+        with np.errstate(divide="ignore"):
+            self.table = {k: np.log(np.asarray(v, dtype=np.float64)) for k, v in table.items()}
 
     def _row(self, context) -> np.ndarray:
         return self.table[context[-1] if context else None]
