@@ -5,8 +5,8 @@
 Each prompt gets its own `llm.spawn()` (a copy over the same loaded model: no
 second copy of the weights). The runs' LM calls made in one pass of the event
 loop are served together, so the model sees one batched forward per step for all
-particles of all runs. Each run is seeded and gives the same result as it would
-alone.
+particles of all runs. Each run has its own seed, so the whole batch of runs is
+reproducible.
 """
 
 import asyncio

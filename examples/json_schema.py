@@ -4,13 +4,15 @@
 
 `JsonSchema(schema)` is a Boolean potential over bytes that accepts exactly the
 documents valid under the schema and rejects a prefix as soon as no valid
-document extends it. Coerced to the LM's tokens, it is the condition of AWRS.
+document extends it. Coerced to the LM's tokens it computes a whole token mask per
+step, so the direct sampler over the product `LM · constraints` draws each token
+from the LM restricted to the allowed tokens, weighted by the allowed mass.
 """
 
 import asyncio
 import json
 
-from genlm.control import AWRS, BoolFSA, JsonSchema, PromptedLLM
+from genlm.control import BoolFSA, JsonSchema, PromptedLLM, direct_token_sampler
 from genlm.control.embedded import EMBEDDED_MODEL
 
 SCHEMA = {
@@ -25,11 +27,12 @@ async def main(n_particles: int = 10, max_tokens: int = 20, seed: int = 0):
     llm = PromptedLLM.from_name(EMBEDDED_MODEL)
     llm.set_prompt_from_str("The value of x is given by")
     # The schema allows whitespace wherever JSON does; the tiny model would spend its
-    # tokens on it, so a second constraint allows only single spaces between
-    # non-blank bytes.
+    # tokens on it, so a second constraint allows single spaces only, and nothing
+    # after the closing brace (else a particle could write a space that no valid
+    # document continues, a dead end that neither constraint alone detects).
     valid = JsonSchema(SCHEMA).coerce(llm, f=b"".join)
-    compact = BoolFSA.from_regex(r"\{( ?[^ \n\r\t])*").coerce(llm, f=b"".join)
-    sampler = AWRS(llm, valid * compact)
+    compact = BoolFSA.from_regex(r"\{( ?[^ \n\r\t}])*\}").coerce(llm, f=b"".join)
+    sampler = direct_token_sampler(llm * valid * compact)
     sequences = await sampler.smc(
         n_particles=n_particles, ess_threshold=0.5, max_tokens=max_tokens, seed=seed
     )
