@@ -132,8 +132,9 @@ class Ensemble(Potential):
     `a = 1` is `p1` alone and `a = 0` is `p2` alone for every operation.
 
     Args:
-        p1, p2: potentials with the same `vocab_eos` (e.g. two `PromptedLLM`s over
-            one model with different prompts or temperatures).
+        p1: a potential (e.g. a `PromptedLLM`).
+        p2: a potential with the same `vocab_eos` as `p1` (e.g. a `PromptedLLM` over
+            the same model with another prompt or temperature).
         op: the operation's name.
         a: the weight of `p1`, in [0, 1].
         exponent: `r` for `op="power"`.
