@@ -148,8 +148,8 @@ def check_temperature(temperature: Any) -> float:
 def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
     """Load a genlm-backend `AsyncLM` for `name` (the embedded model's name is resolved).
 
-    The HF backend batches the queries of one event-loop pass into one forward
-    (`timeout=0`, unbounded batch size) instead of waiting on a timer.
+    The HF backend is a `CachedTransformer`: the queries of one event-loop pass share
+    one forward over just the tokens each sequence adds to its cached key/value states.
 
     Raises:
         ValueError: unknown backend; OSError: a model that is not found locally;
@@ -165,13 +165,13 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
             "the vLLM backend needs CUDA and the vllm package (`pip install genlm-backend[vllm]`); "
             "use backend='hf' on CPU"
         )
-    from genlm.backend.llm import AsyncTransformer, AsyncVirtualLM, MockAsyncLM
+    from genlm.backend.llm import AsyncVirtualLM, MockAsyncLM
 
     try:
         if backend == "hf":
-            kwargs.setdefault("batch_size", 1 << 30)
-            kwargs.setdefault("timeout", 0.0)
-            return AsyncTransformer.from_name(path, **kwargs)
+            from genlm.control.potential.built_in._hf_batch import CachedTransformer
+
+            return CachedTransformer.from_name(path, **kwargs)
         if backend == "mock":
             return MockAsyncLM.from_name(path, **kwargs)
         return AsyncVirtualLM.from_name(path, **kwargs)  # pragma: no cover - needs CUDA
@@ -363,7 +363,9 @@ class PromptedLLM(Potential):
         # set every result of the batch at once, which fails on a cancelled future and
         # would then fail the other prompts' queries too. A cancelled caller leaves its
         # queries to finish unobserved instead.
-        queries = asyncio.gather(*(self.model.next_token_logprobs(list(k), **kw) for k in keys))
+        queries = asyncio.ensure_future(
+            self.model.batch_next_token_logprobs([list(k) for k in keys], **kw)
+        )
         queries.add_done_callback(_retrieve)
         try:
             rows = await asyncio.shield(queries)
@@ -373,7 +375,7 @@ class PromptedLLM(Potential):
             raise ValueError(
                 f"LoRA adapter {self.lora_name!r} is not available on {type(self.model).__name__}: {exc}"
             ) from exc
-        return temper(torch.stack(rows), self._temperature)
+        return temper(rows, self._temperature)
 
     async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
         """`logw_next` of each context from one backend batch (one forward on HF)."""

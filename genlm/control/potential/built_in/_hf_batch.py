@@ -1,0 +1,277 @@
+"""`CachedTransformer`: a genlm-backend `AsyncTransformer` that keeps per-sequence KV.
+
+genlm-backend's HF model reuses key/value states only for prefixes registered with
+`cache_kv`, so asking for the next-token distribution after `prompt + ctx + [x]`
+recomputes the whole sequence, and an SMC step costs a forward over every particle's
+full context. This model keeps the states of the sequences it has evaluated in a
+byte-bounded LRU cache (`PrefixCache`) and answers a batch of queries with one
+forward over just the tokens each sequence adds to its longest cached prefix:
+
+    rows(k) = log_softmax(f(k[n:] | KV(k[:n])))[-1],   n = the longest cached prefix
+
+Queries of one batch that are prefixes of another query are read from that query's
+forward (one forward answers every prefix of a context). Pasts of unequal length are
+right-padded with zeros and masked out; position ids keep each sequence's own
+positions, so every row equals the uncached forward up to float rounding.
+
+Concurrent calls made in one event-loop pass are joined by a `Window` into one forward.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, NamedTuple, Sequence
+
+import torch
+from genlm.backend.llm import AsyncTransformer
+from transformers import DynamicCache
+
+from genlm.control.potential.built_in._kv_cache import KV, Block, PrefixCache, tensor_bytes
+from genlm.control.window import Window
+
+DEFAULT_CACHE_BYTES = 1 << 30
+
+
+class Group(NamedTuple):
+    """Queries answered by one row of a forward.
+
+    Attributes:
+        keys: the requested sequences, longest first; each is a prefix of `keys[0]`.
+        start: length of the cached prefix the forward starts from.
+        past: its key/value states (None when `start == 0`).
+    """
+
+    keys: list
+    start: int
+    past: KV | None
+
+    @property
+    def new(self) -> tuple:
+        return self.keys[0][self.start :]
+
+
+def extension_groups(keys: Sequence[tuple]) -> list[list[tuple]]:
+    """Partition distinct `keys` into groups whose members are prefixes of the group's
+    first (longest) key. In sorted order a key that prefixes any key prefixes its
+    successor, so one reverse scan suffices."""
+    groups: list[list[tuple]] = []
+    prev: tuple | None = None
+    for k in sorted(keys, reverse=True):
+        if prev is not None and len(prev) > len(k) and prev[: len(k)] == k:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+        prev = k
+    return groups
+
+
+def _layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))  # pragma: no cover - transformers < 5
+
+
+def _stack_pasts(groups: list[Group], width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's pasts stacked over the batch, right-padded with zeros to `width`."""
+    n_layers = len(next(g.past for g in groups if g.past is not None))
+    example = next(g.past for g in groups if g.past is not None)[0][0]
+    stacked = []
+    for layer in range(n_layers):
+        pair = []
+        for side in (0, 1):
+            parts = []
+            for g in groups:
+                t = g.past[layer][side] if g.past is not None else example[:, :, :0]
+                if t.shape[2] < width:
+                    pad = t.new_zeros(1, example.shape[1], width - t.shape[2], example.shape[3])
+                    t = torch.cat([t, pad], dim=2)
+                parts.append(t)
+            pair.append(torch.cat(parts, dim=0))
+        stacked.append(tuple(pair))
+    return stacked
+
+
+class CachedTransformer(AsyncTransformer):
+    """A HF causal LM whose batched next-token queries reuse cached key/value states.
+
+    The genlm-backend API is kept (`tokenizer`, `byte_vocab`, `next_token_logprobs`,
+    `batch_next_token_logprobs`, their `_sync` forms, `cache_kv`, `clear_cache`,
+    LoRA adapters); only the evaluation differs (see the module docstring).
+
+    Args:
+        hf_model: a transformers causal LM.
+        hf_tokenizer: its tokenizer.
+        batch_size: most sequences per forward (None: all of a batch in one forward).
+        cache_bytes: bound on the bytes of cached key/value states and rows, per adapter.
+    """
+
+    def __init__(self, hf_model, hf_tokenizer, batch_size: int | None = None, cache_bytes: int = DEFAULT_CACHE_BYTES):
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
+        super().__init__(hf_model, hf_tokenizer, batch_size=batch_size or (1 << 62), timeout=0.0)
+        PrefixCache(cache_bytes)  # validates
+        self.cache_bytes = cache_bytes
+        self._prefix_caches: dict[str | None, PrefixCache] = {}
+        params = inspect.signature(hf_model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._trims_logits = "logits_to_keep" in params
+        self._window: Window = Window(self._flush)
+        self.forwards = 0
+
+    def prefix_cache(self, lora_name: str | None = None) -> PrefixCache:
+        """The cache of sequences evaluated under `lora_name` (None: the base model)."""
+        cache = self._prefix_caches.get(lora_name)
+        if cache is None:
+            cache = self._prefix_caches[lora_name] = PrefixCache(self.cache_bytes)
+        return cache
+
+    def clear_cache(self) -> None:
+        """Forget every cached key/value state and row."""
+        for cache in self._prefix_caches.values():
+            cache.clear()
+        self._prefix_caches = {}
+
+    def clear_kv_cache(self) -> None:
+        """Forget the cached key/value states (rows stay)."""
+        for cache in self._prefix_caches.values():
+            cache.drop_kv()
+
+    def remove_lora(self, lora_name):
+        super().remove_lora(lora_name)
+        self._prefix_caches.pop(lora_name, None)
+
+    # Queries ----------------------------------------------------------------
+
+    async def next_token_logprobs(self, token_ids, lora_name=None) -> torch.Tensor:
+        """`log p(· | token_ids)` as a float32 tensor, batched with concurrent calls."""
+        return (await self.batch_next_token_logprobs([token_ids], lora_name=lora_name))[0]
+
+    async def batch_next_token_logprobs(self, token_ids_list, lora_name=None) -> torch.Tensor:
+        """`[len(token_ids_list), V]` next-token log probabilities; concurrent calls made
+        in one event-loop pass share one forward."""
+        keys = _keys(token_ids_list)
+        return await self._window.submit((keys, lora_name))
+
+    def next_token_logprobs_sync(self, token_ids, lora_name=None) -> torch.Tensor:
+        return self.batch_next_token_logprobs_sync([token_ids], lora_name=lora_name)[0]
+
+    def batch_next_token_logprobs_sync(self, token_ids_list, lora_name=None) -> torch.Tensor:
+        return self.evaluate(_keys(token_ids_list), lora_name)
+
+    @torch.no_grad()
+    def cache_kv(self, prompt_tokens, lora_name=None) -> None:
+        """Evaluate `prompt_tokens` so that queries extending it start from its states."""
+        self.evaluate(_keys([prompt_tokens]), lora_name)
+
+    async def _flush(self, requests: list[tuple[list, Any]]) -> list[torch.Tensor]:
+        by_lora: dict[Any, list[int]] = {}
+        for i, (_, lora) in enumerate(requests):
+            by_lora.setdefault(lora, []).append(i)
+        out: list[Any] = [None] * len(requests)
+        for lora, members in by_lora.items():
+            keys = [k for i in members for k in requests[i][0]]
+            rows = self.evaluate(keys, lora)
+            start = 0
+            for i in members:
+                n = len(requests[i][0])
+                out[i] = rows[start : start + n]
+                start += n
+        return out
+
+    # Evaluation -------------------------------------------------------------
+
+    @torch.no_grad()
+    def evaluate(self, keys: Sequence[tuple], lora_name: str | None = None) -> torch.Tensor:
+        """Next-token log probabilities after each key (float32, on the CPU), from the
+        cache and at most `ceil(groups / batch_size)` forwards."""
+        cache = self.prefix_cache(lora_name)
+        rows: dict[tuple, torch.Tensor] = {}
+        missing = []
+        for k in dict.fromkeys(keys):
+            row = cache.row(k)
+            if row is None:
+                missing.append(k)
+            else:
+                rows[k] = row
+        if missing:
+            self._activate(lora_name)
+            groups = []
+            for members in extension_groups(missing):
+                start, past = cache.longest_kv(members[0], len(members[-1]) - 1)
+                groups.append(Group(members, start, past))
+            for i in range(0, len(groups), self.batch_size):
+                rows.update(self._forward(groups[i : i + self.batch_size], cache))
+        return torch.stack([rows[k] for k in keys])
+
+    def _forward(self, groups: list[Group], cache: PrefixCache) -> dict[tuple, torch.Tensor]:
+        """One forward over the new tokens of every group; stores states and rows."""
+        width = max(g.start for g in groups)
+        span = max(len(g.new) for g in groups)
+        uniform = all(g.start == width and len(g.new) == span for g in groups)
+        device = self.device
+        ids = torch.zeros(len(groups), span, dtype=torch.long)
+        positions = torch.zeros(len(groups), span, dtype=torch.long)
+        mask = None if uniform else torch.zeros(len(groups), width + span, dtype=torch.long)
+        for j, g in enumerate(groups):
+            n = len(g.new)
+            ids[j, :n] = torch.tensor(g.new)
+            positions[j, :n] = torch.arange(g.start, g.start + n)
+            if mask is not None:
+                mask[j, : g.start] = 1
+                mask[j, width : width + n] = 1
+        # Rows are read at position len(key) - start - 1 of the group's new tokens.
+        picks = [(j, len(k) - g.start - 1, k) for j, g in enumerate(groups) for k in g.keys]
+        keep = span - min(p for _, p, _ in picks)
+        if not self._trims_logits:
+            keep = span
+        kwargs: dict[str, Any] = {"position_ids": positions.to(device), "use_cache": True}
+        if self._trims_logits:
+            kwargs["logits_to_keep"] = keep
+        if mask is not None:
+            kwargs["attention_mask"] = mask.to(device)
+        if width:
+            kwargs[self._cache_arg] = DynamicCache(_stack_pasts(groups, width))
+        out = self.model(ids.to(device), **kwargs)
+        self.forwards += 1
+        states = getattr(out, "cache", None)
+        if states is None:
+            states = out.past_key_values
+        layers = _layers(states)
+        offset = span - keep
+        j_idx = torch.tensor([j for j, _, _ in picks], device=device)
+        p_idx = torch.tensor([p - offset for _, p, _ in picks], device=device)
+        logprobs = torch.log_softmax(out.logits[j_idx, p_idx].float(), dim=-1).cpu()
+        row_block = Block(tensor_bytes(logprobs))
+        kv_block = Block(tensor_bytes(layers))
+        result = {k: logprobs[r] for r, (_, _, k) in enumerate(picks)}
+        for j, g in enumerate(groups):
+            key = g.keys[0]
+            if g.start == width and len(g.new) == span:
+                kv = tuple((keys_[j : j + 1], values[j : j + 1]) for keys_, values in layers)
+                block = kv_block
+            else:
+                n = len(g.new)
+                kv = tuple(
+                    tuple(torch.cat([t[j : j + 1, :, : g.start], t[j : j + 1, :, width : width + n]], dim=2) for t in pair)
+                    for pair in layers
+                )
+                block = Block(tensor_bytes(kv))
+            if g.start:
+                cache.demote(key[: g.start])
+            cache.put(key, kv, block, None, None)
+        for r, (_, _, k) in enumerate(picks):
+            cache.put(k, None, None, logprobs[r], row_block)
+        return result
+
+
+def _keys(token_ids_list) -> list[tuple]:
+    keys = []
+    for ids in token_ids_list:
+        key = tuple(int(i) for i in ids)
+        if not key:
+            raise ValueError("Token ids must not be empty")
+        keys.append(key)
+    return keys
+
+
+__all__ = ["CachedTransformer", "DEFAULT_CACHE_BYTES", "extension_groups"]

@@ -1,0 +1,139 @@
+"""A byte-bounded LRU cache of per-sequence key/value states and next-token rows.
+
+Each entry is keyed by a token-id tuple and holds the model's key/value states
+for exactly those tokens (one `(keys, values)` pair per layer, each shaped
+`[1, heads, len, head_dim]`) and/or the next-token log probabilities after them.
+Entries made by one forward are views of that forward's tensors; a `Block`
+counts the bytes of such a tensor once, for as long as any entry uses it, so the
+budget bounds the memory the cache keeps alive.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+KV = tuple  # tuple over layers of (keys, values) tensors of shape [1, heads, len, head_dim]
+
+
+@dataclass(eq=False)
+class Block:
+    """Storage shared by the entries of one forward; its bytes count while `refs > 0`."""
+
+    nbytes: int
+    refs: int = 0
+
+
+@dataclass(eq=False)
+class Entry:
+    """What the cache holds for one token sequence."""
+
+    kv: KV | None = None
+    kv_block: Block | None = None
+    row: torch.Tensor | None = None
+    row_block: Block | None = None
+
+
+def tensor_bytes(tensors: Any) -> int:
+    """Total bytes of a nested tuple/list of tensors."""
+    if isinstance(tensors, torch.Tensor):
+        return tensors.numel() * tensors.element_size()
+    return sum(tensor_bytes(t) for t in tensors)
+
+
+class PrefixCache:
+    """LRU map from token-id tuples to `Entry`, evicting least recently used entries
+    while the live blocks hold more than `max_bytes`.
+
+    Args:
+        max_bytes: bound on the bytes of key/value states and rows kept alive.
+    """
+
+    def __init__(self, max_bytes: int):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative integer, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._entries: OrderedDict[tuple, Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def row(self, key: tuple) -> torch.Tensor | None:
+        """The cached next-token row after `key` (marks the entry as used)."""
+        entry = self._entries.get(key)
+        if entry is None or entry.row is None:
+            return None
+        self._entries.move_to_end(key)
+        return entry.row
+
+    def longest_kv(self, key: tuple, limit: int) -> tuple[int, KV | None]:
+        """The longest prefix `key[:n]` with `n ≤ limit` whose key/value states are
+        cached: `(n, kv)`, or `(0, None)`."""
+        entries = self._entries
+        for n in range(min(limit, len(key)), 0, -1):
+            entry = entries.get(key[:n])
+            if entry is not None and entry.kv is not None:
+                entries.move_to_end(key[:n])
+                return n, entry.kv
+        return 0, None
+
+    def put(self, key: tuple, kv: KV | None, kv_block: Block | None, row: torch.Tensor | None, row_block: Block | None) -> None:
+        """Store `kv` and/or `row` for `key` (existing parts are replaced), then evict."""
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = Entry()
+        else:
+            self._entries.move_to_end(key)
+        if kv is not None:
+            self._release(entry.kv_block)
+            entry.kv, entry.kv_block = kv, self._acquire(kv_block)
+        if row is not None:
+            self._release(entry.row_block)
+            entry.row, entry.row_block = row, self._acquire(row_block)
+        self._evict()
+
+    def demote(self, key: tuple) -> None:
+        """Make `key` the first entry to evict (its sequence has just been extended)."""
+        if key in self._entries:
+            self._entries.move_to_end(key, last=False)
+
+    def drop_kv(self) -> None:
+        """Forget every key/value state; rows stay."""
+        for key in list(self._entries):
+            entry = self._entries[key]
+            self._release(entry.kv_block)
+            entry.kv = entry.kv_block = None
+            if entry.row is None:
+                del self._entries[key]
+
+    def clear(self) -> None:
+        for entry in self._entries.values():
+            self._release(entry.kv_block)
+            self._release(entry.row_block)
+        self._entries.clear()
+
+    def _acquire(self, block: Block | None) -> Block | None:
+        if block is not None:
+            if block.refs == 0:
+                self.nbytes += block.nbytes
+            block.refs += 1
+        return block
+
+    def _release(self, block: Block | None) -> None:
+        if block is not None:
+            block.refs -= 1
+            if block.refs == 0:
+                self.nbytes -= block.nbytes
+
+    def _evict(self) -> None:
+        while self.nbytes > self.max_bytes and self._entries:
+            _, entry = self._entries.popitem(last=False)
+            self._release(entry.kv_block)
+            self._release(entry.row_block)
+
+
+__all__ = ["Block", "Entry", "PrefixCache", "tensor_bytes"]

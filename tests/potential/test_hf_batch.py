@@ -1,0 +1,179 @@
+"""`CachedTransformer`: rows equal the uncached forward; the cache stays within its budget."""
+
+import asyncio
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from genlm.backend.llm import AsyncTransformer  # noqa: E402
+
+from genlm.control import PromptedLLM  # noqa: E402
+from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
+from genlm.control.potential.built_in._hf_batch import (  # noqa: E402
+    CachedTransformer,
+    extension_groups,
+)
+from genlm.control.potential.built_in._kv_cache import PrefixCache  # noqa: E402
+
+ATOL = 2e-4
+
+
+@pytest.fixture(scope="module")
+def hf():
+    backend = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf").model
+    assert isinstance(backend, CachedTransformer) and isinstance(backend, AsyncTransformer)
+    return backend.model, backend.tokenizer
+
+
+def fresh(hf, **kwargs) -> CachedTransformer:
+    return CachedTransformer(hf[0], hf[1], **kwargs)
+
+
+def reference(model, ids) -> torch.Tensor:
+    """`log_softmax` of the last logits of a plain forward over `ids` (no cache, no batch)."""
+    with torch.no_grad():
+        logits = model(torch.tensor([list(ids)])).logits[0, -1]
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def assert_rows(lm: CachedTransformer, keys, rows) -> None:
+    assert rows.shape == (len(keys), lm.model.config.vocab_size)
+    for key, row in zip(keys, rows):
+        torch.testing.assert_close(row, reference(lm.model, key), atol=ATOL, rtol=0)
+
+
+def test_extension_groups_partition_into_prefix_chains():
+    rng = np.random.default_rng(0)
+    keys = {tuple(rng.integers(0, 3, size=int(rng.integers(1, 6))).tolist()) for _ in range(60)}
+    groups = extension_groups(list(keys))
+    assert sorted(k for g in groups for k in g) == sorted(keys)
+    heads = [g[0] for g in groups]
+    for g in groups:
+        assert all(g[0][: len(k)] == k for k in g)
+        assert [len(k) for k in g] == sorted((len(k) for k in g), reverse=True)
+    for a in heads:  # no head is a proper prefix of another key
+        assert not any(len(b) > len(a) and b[: len(a)] == a for b in keys)
+
+
+def test_extension_groups_examples():
+    assert extension_groups([(1,), (1, 2), (1, 2, 3), (1, 3)]) == [[(1, 3)], [(1, 2, 3), (1, 2), (1,)]]
+    assert extension_groups([(5,)]) == [[(5,)]]
+
+
+async def test_rows_equal_reference_for_steps_prefixes_and_mixed_lengths(hf):
+    lm = fresh(hf)
+    prompt = tuple(hf[1].encode("The module"))
+    first = [prompt + (t,) for t in (11, 12, 13)]
+    assert_rows(lm, first, await lm.batch_next_token_logprobs([list(k) for k in first]))
+    # One step of every sequence: equal-length pasts, one new token each.
+    step = [k + (t,) for k in first for t in (40, 41)]
+    assert_rows(lm, step, await lm.batch_next_token_logprobs(step))
+    # Mixed: pasts of unequal length, several new tokens, and prefixes of other keys.
+    mixed = [step[0] + (7, 8, 9), step[0] + (7,), first[1] + (99,), prompt + (3, 4, 5, 6, 7, 8), prompt[:1]]
+    assert_rows(lm, mixed, await lm.batch_next_token_logprobs(mixed))
+    # Served again from the cache, duplicates included.
+    again = [mixed[2], mixed[2], step[3]]
+    assert_rows(lm, again, await lm.batch_next_token_logprobs(again))
+
+
+async def test_sync_forms_and_cache_kv(hf):
+    lm = fresh(hf)
+    ids = hf[1].encode("Return the value")
+    lm.cache_kv(ids)
+    torch.testing.assert_close(lm.next_token_logprobs_sync(ids + [5]), reference(lm.model, ids + [5]), atol=ATOL, rtol=0)
+    rows = lm.batch_next_token_logprobs_sync([ids, ids + [5, 6]])
+    assert_rows(lm, [ids, ids + [5, 6]], rows)
+
+
+async def test_concurrent_calls_share_one_forward(hf):
+    lm = fresh(hf)
+    prompt = hf[1].encode("A list")
+    rows = await asyncio.gather(*(lm.next_token_logprobs(prompt + [t]) for t in range(6)))
+    assert lm.forwards == 1
+    assert_rows(lm, [prompt + [t] for t in range(6)], torch.stack(rows))
+
+
+async def test_each_step_runs_only_the_new_token(hf):
+    lm = fresh(hf)
+    seqs = [tuple(hf[1].encode("x ="))] * 4
+    seen = []
+    inner = lm.model.forward
+
+    def forward(input_ids, **kwargs):
+        seen.append(tuple(input_ids.shape))
+        return inner(input_ids, **kwargs)
+
+    lm.model.forward = forward
+    try:
+        for t in range(5):
+            seqs = [s + (int(t + i),) for i, s in enumerate(seqs)]
+            await lm.batch_next_token_logprobs(seqs)
+    finally:
+        del lm.model.forward
+    assert seen[0] == (4, len(seqs[0]) - 4)
+    assert seen[1:] == [(4, 1)] * 4
+
+
+async def test_long_resampled_run_stays_within_budget_and_exact(hf):
+    budget = 2_000_000
+    lm = fresh(hf, cache_bytes=budget)
+    widths = []
+    inner = lm.model.forward
+
+    def forward(input_ids, **kwargs):
+        if "position_ids" in kwargs:  # the cached path's forwards, not the reference's
+            widths.append(input_ids.shape[1])
+        return inner(input_ids, **kwargs)
+
+    lm.model.forward = forward
+    rng = np.random.default_rng(1)
+    seqs = [tuple(hf[1].encode("Parse the"))] * 8
+    peak_entries = peak_bytes = 0
+    try:
+        for step in range(60):
+            rows = await lm.batch_next_token_logprobs(seqs)
+            if step % 20 == 19:
+                assert_rows(lm, seqs, rows)
+            cache = lm.prefix_cache()
+            peak_entries, peak_bytes = max(peak_entries, len(cache)), max(peak_bytes, cache.nbytes)
+            ancestors = rng.integers(0, len(seqs), size=len(seqs))
+            toks = torch.multinomial(rows.exp(), 1, generator=torch.Generator().manual_seed(step)).ravel()
+            seqs = [seqs[a] + (int(toks[a]),) for a in ancestors]
+    finally:
+        del lm.model.forward
+    assert peak_bytes <= budget
+    assert peak_entries < 60 * 8 / 2  # old steps were evicted
+    assert widths[1:] == [1] * 59  # every step ran only the new token of each sequence
+
+
+async def test_zero_budget_and_cleared_states_give_the_same_rows(hf):
+    for lm in (fresh(hf, cache_bytes=0), fresh(hf)):
+        keys = [tuple(hf[1].encode("It is")) + (t,) for t in (1, 2)]
+        await lm.batch_next_token_logprobs(keys)
+        lm.clear_kv_cache()
+        longer = [k + (9,) for k in keys] + keys
+        assert_rows(lm, longer, await lm.batch_next_token_logprobs(longer))
+        lm.clear_cache()
+        assert len(lm.prefix_cache()) == 0
+
+
+async def test_bad_arguments(hf):
+    lm = fresh(hf)
+    with pytest.raises(ValueError, match="must not be empty"):
+        await lm.next_token_logprobs([])
+    with pytest.raises(ValueError, match="batch_size"):
+        fresh(hf, batch_size=0)
+    with pytest.raises(ValueError, match="cache_bytes"):
+        fresh(hf, cache_bytes=-1)
+    with pytest.raises(ValueError, match="cache_bytes"):
+        PrefixCache(1.5)
+
+
+async def test_batch_size_splits_forwards(hf):
+    lm = fresh(hf, batch_size=2)
+    keys = [tuple(hf[1].encode("Five")) + (t,) for t in range(5)]
+    assert_rows(lm, keys, await lm.batch_next_token_logprobs(keys))
+    assert lm.forwards == 3
