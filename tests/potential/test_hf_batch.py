@@ -79,6 +79,17 @@ async def test_rows_equal_reference_for_steps_prefixes_and_mixed_lengths(hf):
     assert_rows(lm, again, await lm.batch_next_token_logprobs(again))
 
 
+async def test_pasts_from_several_forwards_stack_in_any_order(hf):
+    lm = fresh(hf)
+    p = tuple(hf[1].encode("Each value"))
+    a, b = [p + (1,), p + (2,)], [p + (3,), p + (4,)]
+    await lm.batch_next_token_logprobs(a)
+    await lm.batch_next_token_logprobs(b)
+    keys = [b[1] + (5,), a[0] + (5,), b[0] + (7,), a[1] + (6,), a[1] + (8,)]
+    assert_rows(lm, keys, await lm.batch_next_token_logprobs(keys))
+    assert lm.forwards == 3
+
+
 async def test_sync_forms_and_cache_kv(hf):
     lm = fresh(hf)
     ids = hf[1].encode("Return the value")

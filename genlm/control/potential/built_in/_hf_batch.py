@@ -71,24 +71,68 @@ def _layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return list(zip(cache.key_cache, cache.value_cache))  # pragma: no cover - transformers < 5
 
 
+def _order(groups: list[Group]) -> list[Group]:
+    """Groups reordered so that pasts taken from one forward are adjacent, in row order."""
+    first: dict[int, int] = {}
+    for g in groups:
+        if g.past is not None:
+            first.setdefault(id(g.past.layers), len(first))
+    return sorted(groups, key=lambda g: (-1, 0) if g.past is None else (first[id(g.past.layers)], g.past.row))
+
+
 def _stack_pasts(groups: list[Group], width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Each layer's pasts stacked over the batch, right-padded with zeros to `width`."""
-    n_layers = len(next(g.past for g in groups if g.past is not None))
-    example = next(g.past for g in groups if g.past is not None)[0][0]
+    """Each layer's pasts stacked over the batch (in `_order`), right-padded with zeros to
+    `width`. Rows of one earlier forward are taken with one `index_select` per tensor,
+    or not copied at all when they are that forward's rows in order."""
+    runs: list[tuple[Any, list[int]]] = []
+    for g in groups:
+        layers = None if g.past is None else g.past.layers
+        if runs and layers is not None and runs[-1][0] is layers:
+            runs[-1][1].append(g.past.row)
+        else:
+            runs.append((layers, [] if layers is None else [g.past.row]))
+        if layers is None:
+            runs[-1][1].append(-1)
+    example = next(layers for layers, _ in runs if layers is not None)
+    if len(runs) == 1 and example[0][0].shape[2] == width and runs[0][1] == list(range(example[0][0].shape[0])):
+        return list(example)
     stacked = []
-    for layer in range(n_layers):
+    for layer in range(len(example)):
         pair = []
         for side in (0, 1):
+            like = example[layer][side]
             parts = []
-            for g in groups:
-                t = g.past[layer][side] if g.past is not None else example[:, :, :0]
+            for layers, rows in runs:
+                if layers is None:
+                    parts.append(like.new_zeros(len(rows), like.shape[1], width, like.shape[3]))
+                    continue
+                t = layers[layer][side]
+                if rows != list(range(t.shape[0])):
+                    t = t.index_select(0, torch.tensor(rows, device=t.device))
                 if t.shape[2] < width:
-                    pad = t.new_zeros(1, example.shape[1], width - t.shape[2], example.shape[3])
-                    t = torch.cat([t, pad], dim=2)
+                    t = torch.cat([t, t.new_zeros(t.shape[0], t.shape[1], width - t.shape[2], t.shape[3])], dim=2)
                 parts.append(t)
-            pair.append(torch.cat(parts, dim=0))
+            pair.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=0))
         stacked.append(tuple(pair))
     return stacked
+
+
+def _inputs(groups: list[Group], width: int, span: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Input ids, position ids and attention mask (None when no row is padded)."""
+    if all(g.start == width and len(g.new) == span for g in groups):
+        ids = torch.tensor([g.new for g in groups], dtype=torch.long)
+        positions = torch.arange(width, width + span).expand(len(groups), span)
+        return ids, positions, None
+    ids = torch.zeros(len(groups), span, dtype=torch.long)
+    positions = torch.zeros(len(groups), span, dtype=torch.long)
+    mask = torch.zeros(len(groups), width + span, dtype=torch.long)
+    for j, g in enumerate(groups):
+        n = len(g.new)
+        ids[j, :n] = torch.tensor(g.new)
+        positions[j, :n] = torch.arange(g.start, g.start + n)
+        mask[j, : g.start] = 1
+        mask[j, width : width + n] = 1
+    return ids, positions, mask
 
 
 class CachedTransformer(AsyncTransformer):
@@ -205,25 +249,14 @@ class CachedTransformer(AsyncTransformer):
 
     def _forward(self, groups: list[Group], cache: PrefixCache) -> dict[tuple, torch.Tensor]:
         """One forward over the new tokens of every group; stores states and rows."""
+        groups = _order(groups)
         width = max(g.start for g in groups)
         span = max(len(g.new) for g in groups)
-        uniform = all(g.start == width and len(g.new) == span for g in groups)
-        device = self.device
-        ids = torch.zeros(len(groups), span, dtype=torch.long)
-        positions = torch.zeros(len(groups), span, dtype=torch.long)
-        mask = None if uniform else torch.zeros(len(groups), width + span, dtype=torch.long)
-        for j, g in enumerate(groups):
-            n = len(g.new)
-            ids[j, :n] = torch.tensor(g.new)
-            positions[j, :n] = torch.arange(g.start, g.start + n)
-            if mask is not None:
-                mask[j, : g.start] = 1
-                mask[j, width : width + n] = 1
-        # Rows are read at position len(key) - start - 1 of the group's new tokens.
+        ids, positions, mask = _inputs(groups, width, span)
+        # A key's row is the output at position len(key) - start - 1 of its group's new tokens.
         picks = [(j, len(k) - g.start - 1, k) for j, g in enumerate(groups) for k in g.keys]
-        keep = span - min(p for _, p, _ in picks)
-        if not self._trims_logits:
-            keep = span
+        keep = span - min(p for _, p, _ in picks) if self._trims_logits else span
+        device = self.device
         kwargs: dict[str, Any] = {"position_ids": positions.to(device), "use_cache": True}
         if self._trims_logits:
             kwargs["logits_to_keep"] = keep
@@ -234,32 +267,33 @@ class CachedTransformer(AsyncTransformer):
         out = self.model(ids.to(device), **kwargs)
         self.forwards += 1
         states = getattr(out, "cache", None)
-        if states is None:
-            states = out.past_key_values
-        layers = _layers(states)
+        layers = tuple(_layers(out.past_key_values if states is None else states))
         offset = span - keep
-        j_idx = torch.tensor([j for j, _, _ in picks], device=device)
-        p_idx = torch.tensor([p - offset for _, p, _ in picks], device=device)
-        logprobs = torch.log_softmax(out.logits[j_idx, p_idx].float(), dim=-1).cpu()
+        if len(picks) == len(groups) and all(p == span - 1 for _, p, _ in picks):
+            logits = out.logits[:, -1]
+        else:
+            j_idx = torch.tensor([j for j, _, _ in picks], device=device)
+            p_idx = torch.tensor([p - offset for _, p, _ in picks], device=device)
+            logits = out.logits[j_idx, p_idx]
+        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
         row_block = Block(tensor_bytes(logprobs))
         kv_block = Block(tensor_bytes(layers))
-        result = {k: logprobs[r] for r, (_, _, k) in enumerate(picks)}
         for j, g in enumerate(groups):
-            key = g.keys[0]
             if g.start == width and len(g.new) == span:
-                kv = tuple((keys_[j : j + 1], values[j : j + 1]) for keys_, values in layers)
-                block = kv_block
-            else:
+                kv, block = KV(layers, j), kv_block
+            else:  # a padded row: its real positions, made contiguous
                 n = len(g.new)
-                kv = tuple(
+                own = tuple(
                     tuple(torch.cat([t[j : j + 1, :, : g.start], t[j : j + 1, :, width : width + n]], dim=2) for t in pair)
                     for pair in layers
                 )
-                block = Block(tensor_bytes(kv))
+                kv, block = KV(own, 0), Block(tensor_bytes(own))
             if g.start:
-                cache.demote(key[: g.start])
-            cache.put(key, kv, block, None, None)
+                cache.demote(g.keys[0][: g.start])
+            cache.put(g.keys[0], kv, block, None, None)
+        result = {}
         for r, (_, _, k) in enumerate(picks):
+            result[k] = logprobs[r]
             cache.put(k, None, None, logprobs[r], row_block)
         return result
 

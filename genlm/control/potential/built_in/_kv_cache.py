@@ -1,8 +1,8 @@
 """A byte-bounded LRU cache of per-sequence key/value states and next-token rows.
 
 Each entry is keyed by a token-id tuple and holds the model's key/value states
-for exactly those tokens (one `(keys, values)` pair per layer, each shaped
-`[1, heads, len, head_dim]`) and/or the next-token log probabilities after them.
+for exactly those tokens (a row of a forward's per-layer `(keys, values)`
+tensors, see `KV`) and/or the next-token log probabilities after them.
 Entries made by one forward are views of that forward's tensors; a `Block`
 counts the bytes of such a tensor once, for as long as any entry uses it, so the
 budget bounds the memory the cache keeps alive.
@@ -12,11 +12,26 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-KV = tuple  # tuple over layers of (keys, values) tensors of shape [1, heads, len, head_dim]
+
+class KV(NamedTuple):
+    """The key/value states of one sequence: row `row` of a forward's states.
+
+    Attributes:
+        layers: per layer, `(keys, values)` of shape `[batch, heads, len, head_dim]`;
+            every row of `layers` holds exactly `len` real positions.
+        row: the sequence's row.
+    """
+
+    layers: tuple
+    row: int
+
+    @property
+    def length(self) -> int:
+        return self.layers[0][0].shape[2]
 
 
 @dataclass(eq=False)
@@ -136,4 +151,4 @@ class PrefixCache:
             self._release(entry.row_block)
 
 
-__all__ = ["Block", "Entry", "PrefixCache", "tensor_bytes"]
+__all__ = ["KV", "Block", "Entry", "PrefixCache", "tensor_bytes"]
