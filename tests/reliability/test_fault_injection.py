@@ -180,3 +180,35 @@ async def test_a_cancelled_run_is_cancelled_not_failed():
     assert not math.isnan(seqs.log_ml)
     assert all(ctx[-1] == smc.unit_sampler.target.eos for ctx in seqs.contexts)
     assert {t for ctx in seqs.contexts for t in ctx[:-1]} <= set(AB)
+
+
+async def test_cancelling_a_run_that_shares_llm_forwards_leaves_the_others_exact():
+    # spawned prompts meet in the backend's batches: a cancelled run's queries must
+    # not fail the other runs' queries in the same forward
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from genlm.control import PromptedLLM
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+    prompts = ["Hello", "The cat", "Once upon"]
+    samplers = [
+        DirectTokenSampler(llm.spawn(prompt_ids=llm.model.tokenizer.encode(p))) for p in prompts
+    ]
+    kw = dict(n_particles=3, ess_threshold=0.5, max_tokens=5)
+    solos = [await s.smc(seed=i, **kw) for i, s in enumerate(samplers)]
+    for delay in [0, 3, 5, 9, 17, 34]:
+        llm.model.clear_cache()
+        tasks = [asyncio.ensure_future(s.smc(seed=i, **kw)) for i, s in enumerate(samplers)]
+        for _ in range(delay):
+            await asyncio.sleep(0)
+        tasks[0].cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for i in (1, 2):
+            assert not isinstance(results[i], BaseException), (delay, results[i])
+            assert results[i].contexts == solos[i].contexts, delay
+            np.testing.assert_allclose(results[i].log_weights, solos[i].log_weights, atol=1e-4)
+        for _ in range(3):  # the cancelled run's shielded queries finish unobserved
+            await asyncio.sleep(0)
+        assert_quiescent()
