@@ -139,13 +139,17 @@ JSON_OPTIONS = {"whitespace_flexible": True, "json_allow_general_unicode_escapes
 
 def json_lark(schema: Any) -> str:
     """A Lark grammar for the documents of `schema`, with RFC 8259 whitespace around
-    the value and `\\uXXXX` escapes allowed in unconstrained strings."""
+    the value and `\\uXXXX` escapes allowed in unconstrained strings. A schema's own
+    `x-guidance` options (llguidance's JSON options) override these; with
+    `"whitespace_flexible": false` the document is compact, inside and around."""
     if schema is True:
         schema = {}
     if not isinstance(schema, dict):
         raise TypeError(f"a JSON schema must be a dict or True, got {schema!r}")
     options = {**JSON_OPTIONS, **schema.get("x-guidance", {})}
     body = json.dumps({**schema, "x-guidance": options})
+    if not options.get("whitespace_flexible"):
+        return f"start: %json {body}\n"
     return f"start: WS? %json {body} WS?\nWS: /[ \\t\\n\\r]+/\n"
 
 
