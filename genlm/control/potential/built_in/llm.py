@@ -8,6 +8,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -58,15 +59,33 @@ class TokenMaps:
             ValueError: a token that is not in the vocabulary (an EOS token included).
         """
         ids = []
-        lookup, fallback, vocab = self.tables.lookup, self.tables.fallback, self.tables.vocab
+        n, eos = len(self.decode), self.eos_id_set
         for tok in context:
-            i = lookup.get(tok) if isinstance(tok, Token) else None
-            if i is None and isinstance(tok, bytes) and not isinstance(tok, Token):
-                i = fallback.get(tok)
-            if i is None or i >= len(vocab):
-                raise ValueError(f"token {tok!r} is not in the language model's vocabulary")
-            ids.append(vocab[i].token_id)
+            # A `Token` is identified by its id: any non-EOS id of the model is in the vocabulary.
+            tid = tok.token_id if isinstance(tok, Token) else -1
+            ids.append(tid if 0 <= tid < n and tid not in eos else self._slow_id(tok))
         return ids
+
+    def _slow_id(self, tok: Any) -> int:
+        lookup, fallback, vocab = self.tables.lookup, self.tables.fallback, self.tables.vocab
+        i = lookup.get(tok) if isinstance(tok, Token) else None
+        if i is None and isinstance(tok, bytes) and not isinstance(tok, Token):
+            i = fallback.get(tok)
+        if i is None or i >= len(vocab):
+            raise ValueError(f"token {tok!r} is not in the language model's vocabulary")
+        return vocab[i].token_id
+
+    @cached_property
+    def eos_id_set(self) -> frozenset:
+        return frozenset(self.eos_idxs)
+
+    @cached_property
+    def vocab_span(self) -> tuple[int, int] | None:
+        """`(a, b)` when the vocabulary's ids are exactly `a, a+1, ..., b-1` in order."""
+        idx = self.vocab_idxs
+        if len(idx) and bool((idx == torch.arange(int(idx[0]), int(idx[0]) + len(idx))).all()):
+            return int(idx[0]), int(idx[0]) + len(idx)
+        return None
 
 
 def build_token_maps(byte_vocab: Sequence[Token], eos_byte_strings: Sequence[bytes]) -> TokenMaps:
@@ -122,10 +141,21 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps) -> np.ndarray:
     `row[x] = logprobs[id(x)]` and `row[EOS] = logsumexp(logprobs[eos_idxs])`; one
     gather and one host transfer for the whole block.
     """
-    idx = maps.vocab_idxs.to(logprobs.device)
-    eos = torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1, keepdim=True)
-    block = torch.cat([logprobs.index_select(1, idx), eos], dim=1)
-    return block.to("cpu", torch.float64).numpy()
+    if len(maps.eos_idxs) == 1:
+        eos = logprobs[:, maps.eos_idxs[0]]
+    else:
+        eos = torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1)
+    span = maps.vocab_span
+    if span is not None:
+        vocab = logprobs[:, span[0] : span[1]]
+    else:
+        vocab = logprobs.index_select(1, maps.vocab_idxs.to(logprobs.device))
+    if logprobs.device.type != "cpu":
+        vocab, eos = vocab.cpu(), eos.cpu()
+    block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=torch.float64)
+    block[:, :-1].copy_(vocab)
+    block[:, -1].copy_(eos)
+    return block.numpy()
 
 
 def check_temperature(temperature: Any) -> float:
@@ -385,7 +415,7 @@ class PromptedLLM(Potential):
         keys = [start + tuple(maps.context_ids(c)) for c in contexts]
         uniq, inverse = _unique(keys)
         rows = next_token_rows(await self._logprobs(uniq), maps)
-        return self.rows_to_weights(rows[inverse])
+        return self.rows_to_weights(rows if len(uniq) == len(keys) else rows[inverse])
 
     async def logw_next(self, context: list) -> LazyWeights:
         return (await self.batch_logw_next([context]))[0]
