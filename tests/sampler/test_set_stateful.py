@@ -191,3 +191,50 @@ async def test_dead_context_raises_as_the_replayed_walk_does():
     for sampler in (carried_sampler, replayed_sampler):
         with pytest.raises(ValueError, match="weight zero|dead state"):
             await sampler.sample_set([b"cc"])
+
+
+class CountedRows(BoolFSA):
+    """A BoolFSA counting its carried-state calls."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.carried_calls = 0
+
+    def advance(self, state, token):
+        self.carried_calls += 1
+        return super().advance(state, token)
+
+    def logw_next_of(self, state):
+        self.carried_calls += 1
+        return super().logw_next_of(state)
+
+
+async def test_carried_rows_are_reused_at_the_same_context():
+    llm = NextTable(ABC_VOCAB, random_rows(len(ABC_VOCAB), 2, 0.0))
+    items = CountedRows.from_regex(r"[ab]+c[abc]*")
+    sampler = TopKSetSampler(llm, items, 2, memo_size=1)
+    reference = TopKSetSampler(llm, BoolFSA.from_regex(r"[ab]+c[abc]*"), 2)
+    contexts = [[b"a"], [b"ab", b"c"]]
+    for ctx in contexts + contexts:  # memo_size=1: each context evicts the other
+        for seed in range(4):
+            with using_rng(np.random.default_rng(seed)):
+                a = await sampler.sample_set(ctx)
+            with using_rng(np.random.default_rng(seed)):
+                b = await reference.sample_set(ctx)
+            assert_same_set(a, b)
+    calls = items.carried_calls
+    assert calls > 0
+    with using_rng(np.random.default_rng(0)):
+        await sampler.sample_set(contexts[-1])
+    assert items.carried_calls == calls  # every visited node's row is memoized
+    sampler.cleanup()
+    with using_rng(np.random.default_rng(0)):
+        await sampler.sample_set(contexts[-1])
+    assert items.carried_calls > calls
+
+
+def test_bad_memo_size():
+    llm = NextTable(ABC_VOCAB, random_rows(len(ABC_VOCAB), 0, 0.0))
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="memo_size"):
+            EagerSetSampler(llm, BoolFSA.from_regex("a+"), memo_size=bad)

@@ -16,16 +16,19 @@ probability that the walk visits its node. `SetTokenSampler` then draws one toke
 Item rows are memoized by node within one call. A stateful item potential (see
 `Potential.state_of`) is read once at the context, and its state is carried from each
 visited node to the child by one `advance`, so a node costs the same at any context
-length; any other item potential is asked `logw_next(β(ctx) + path(node))`.
+length; its states and rows are kept per context (LRU) for later calls at the same
+context. Any other item potential is asked `logw_next(β(ctx) + path(node))`.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from typing import Any, NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 
 from genlm.control.draw import current_rng, draw_from
 from genlm.control.potential.base import Potential
@@ -66,6 +69,8 @@ class ByteTrie:
     Attributes:
         nodes: the `SymbolTrie` (parent, symbol, levels, leaf per token).
         children: per node, dict byte → child node.
+        kid_bytes, kid_nodes: per node, its children's bytes and nodes as arrays
+            (in the order of `children`).
         ends: per node, the token indices whose bytes end there.
     """
 
@@ -75,18 +80,18 @@ class ByteTrie:
         self.children: list[dict] = [{} for _ in range(n)]
         for node in range(1, n):
             self.children[int(self.nodes.parent[node])][self.nodes.symbol[node]] = node
+        self.kid_bytes = [np.fromiter(c.keys(), np.int64, len(c)) for c in self.children]
+        self.kid_nodes = [np.fromiter(c.values(), np.int64, len(c)) for c in self.children]
         self.ends: list[list[int]] = [[] for _ in range(n)]
         for i, leaf in enumerate(self.nodes.leaf):
             self.ends[int(leaf)].append(i)
         self._paths: dict[int, list] = {0: []}
+        self._subtree = _subtree_matrix(self.nodes)
 
     def masses(self, token_weights: np.ndarray) -> np.ndarray:
-        """`M(node) = Σ` of `token_weights` over the tokens in the node's subtree."""
-        mass = np.zeros(self.nodes.n_nodes)
-        np.add.at(mass, self.nodes.leaf, token_weights)
-        for level in reversed(self.nodes.levels):
-            np.add.at(mass, self.nodes.parent[level], mass[level])
-        return mass
+        """`M(node) = Σ` of `token_weights` over the tokens in the node's subtree
+        (one sparse product with the node × token ancestor matrix)."""
+        return self._subtree @ np.asarray(token_weights, dtype=np.float64)
 
     def path(self, node: int) -> list:
         """The bytes (ints) from the root to `node`."""
@@ -98,34 +103,65 @@ class ByteTrie:
         return p
 
 
+def _subtree_matrix(trie: SymbolTrie) -> sp.csr_matrix:
+    """`A[node, token] = 1` when `node` lies on the path from the root to the token's leaf."""
+    rows, cols = [], []
+    parent = trie.parent.tolist()
+    for i, leaf in enumerate(trie.leaf.tolist()):
+        node = leaf
+        while node >= 0:
+            rows.append(node)
+            cols.append(i)
+            node = parent[node]
+    ones = np.ones(len(rows))
+    return sp.csr_matrix((ones, (rows, cols)), shape=(trie.n_nodes, len(trie.leaf)))
+
+
+class CarriedNodes:
+    """A stateful item potential's states and rows at the trie nodes below one context.
+
+    `state(node)` is the state after `β(ctx) + path(node)`: its parent's, advanced by
+    the node's byte; `row(node)` its `logw_next_of`, wrapped as `LazyWeights`.
+    """
+
+    def __init__(self, carrier: Potential, trie: ByteTrie, items: list):
+        self.carrier, self.trie = carrier, trie
+        self.states: dict[int, Any] = {0: carrier.state_of(items)}
+        self.rows: dict[int, LazyWeights] = {}
+
+    def state(self, node: int) -> Any:
+        if node not in self.states:
+            nodes = self.trie.nodes
+            parent = self.state(int(nodes.parent[node]))
+            self.states[node] = self.carrier.advance(parent, nodes.symbol[node])
+        return self.states[node]
+
+    def row(self, node: int) -> LazyWeights:
+        row = self.rows.get(node)
+        if row is None:
+            carrier = self.carrier
+            row = self.rows[node] = carrier.make_lazy_weights(carrier.logw_next_of(self.state(node)))
+        return row
+
+
 class _Walk:
-    """One sample call's view of the context: LM weights and memoized item rows, and,
-    for a stateful item potential, the item state at each visited node."""
+    """One sample call's view of the context: LM weights and memoized item rows
+    (shared with earlier calls at the same context for a stateful item potential)."""
 
     def __init__(self, sampler: "TrieSetSampler", context: list, lm: LazyWeights):
         self.sampler = sampler
         self.w = fold_nan(lm.weights)
         self.items = list(b"".join(context))
-        self.rows: dict[int, LazyWeights] = {}
-        carrier = sampler.carrier
-        self.states = None if carrier is None else {0: carrier.state_of(self.items)}
-
-    def state(self, node: int) -> Any:
-        """The item state after `β(ctx) + path(node)`: the parent's, advanced by one byte."""
-        if node not in self.states:
-            nodes = self.sampler.trie.nodes
-            parent = self.state(int(nodes.parent[node]))
-            self.states[node] = self.sampler.carrier.advance(parent, nodes.symbol[node])
-        return self.states[node]
+        self.carried = None if sampler.carrier is None else sampler.carried_nodes(self.items)
+        self.rows: dict[int, LazyWeights] = {} if self.carried is None else self.carried.rows
 
     async def fetch(self, nodes: list[int]) -> None:
+        if self.carried is not None:
+            for n in nodes:
+                self.carried.row(n)
+            return
         need = [n for n in dict.fromkeys(nodes) if n not in self.rows]
         if not need:
-            return
-        carrier = self.sampler.carrier
-        if carrier is not None:
-            for n in need:
-                self.rows[n] = carrier.make_lazy_weights(carrier.logw_next_of(self.state(n)))
             return
         trie, item = self.sampler.trie, self.sampler.item_potential
         got = await item.batch_logw_next([self.items + trie.path(n) for n in need])
@@ -141,20 +177,27 @@ class TrieSetSampler(SetSampler):
     Args:
         iter_potential: a potential over byte-string tokens (e.g. `PromptedLLM`).
         item_potential: a potential over single bytes (ints 0..255).
+        memo_size: the most contexts whose carried states and rows are kept.
 
     Raises:
         TypeError: if `iter_potential`'s tokens are not byte strings.
     """
 
-    def __init__(self, iter_potential: Potential, item_potential: Potential):
+    def __init__(self, iter_potential: Potential, item_potential: Potential, memo_size: int = 256):
         if not all(isinstance(x, bytes) for x in iter_potential.vocab):
             raise TypeError("TrieSetSampler needs an iter_potential whose tokens are byte strings")
         if not all(isinstance(x, int) for x in item_potential.vocab):
             raise TypeError("TrieSetSampler needs an item_potential over bytes (ints 0..255)")
         self.iter_potential = iter_potential.to_autobatched()
         self.item_potential = item_potential.to_autobatched()
+        if int(memo_size) != memo_size or memo_size < 1:
+            raise ValueError(f"memo_size must be an integer ≥ 1, got {memo_size!r}")
         self.carrier = stateful_potential(item_potential)
+        self.memo_size = int(memo_size)
+        self._carried: OrderedDict[tuple, CarriedNodes] = OrderedDict()
         self.trie = ByteTrie(iter_potential.vocab)
+        lookup = item_potential.lookup
+        self._byte_index = np.array([lookup.get(b, -1) for b in range(256)], dtype=np.int64)
         coerced = item_potential.coerce(iter_potential, f=b"".join, trie=self.trie.nodes)
         self.target = iter_potential * coerced
 
@@ -162,9 +205,8 @@ class TrieSetSampler(SetSampler):
         """`t(EOS) = w(EOS) + item.logw_next(β(ctx))[EOS]` (log)."""
         lm = await self.iter_potential.logw_next(context)
         items = list(b"".join(context))
-        carrier = self.carrier
-        if carrier is not None:
-            row = carrier.make_lazy_weights(carrier.logw_next_of(carrier.state_of(items)))
+        if self.carrier is not None:
+            row = self.carried_nodes(items).row(0)
         else:
             row = await self.item_potential.logw_next(items)
         return float(lm.weights[-1]) + row[self.item_potential.eos]
@@ -185,20 +227,40 @@ class TrieSetSampler(SetSampler):
                 if i not in skip and view.w[i] > NEG_INF:
                     tokens.append(vocab[i])
                     logws.append(float(view.w[i]) + log_phi - log_q)
-            kids = list(trie.children[node].items())
+            kid_bytes, kid_nodes = trie.kid_bytes[node], trie.kid_nodes[node]
             row = view.rows[node]
-            scores = np.array([log_mass[c] + row[b] for b, c in kids])
+            scores = log_mass[kid_nodes] + self.byte_logws(row.weights, kid_bytes)
             live = np.flatnonzero(scores > NEG_INF)
             if live.size == 0:
                 break
             probs = np.exp(scores[live] - np.max(scores[live]))
             probs /= probs.sum()
-            k = _choose(probs, [kids[j][0] for j in live], draw, rng)
-            b, node = kids[live[k]]
+            k = _choose(probs, kid_bytes[live].tolist(), draw, rng)
+            b, node = int(kid_bytes[live[k]]), int(kid_nodes[live[k]])
             log_q += math.log(probs[k])
             log_phi += row[b]
             await view.fetch([node])
         return SetSample(tokens, logws, log_q)
+
+    def byte_logws(self, item_row: np.ndarray, byte_values: np.ndarray) -> np.ndarray:
+        """`item_row[b]` for each byte (`-inf` for a byte outside the item vocabulary)."""
+        idx = self._byte_index[byte_values]
+        out = np.full(len(idx), NEG_INF)
+        ok = idx >= 0
+        out[ok] = item_row[idx[ok]]
+        return out
+
+    def carried_nodes(self, items: list) -> CarriedNodes:
+        """The carried states and rows below the item context `items` (LRU-memoized)."""
+        key = tuple(items)
+        hit = self._carried.get(key)
+        if hit is not None:
+            self._carried.move_to_end(key)
+            return hit
+        hit = self._carried[key] = CarriedNodes(self.carrier, self.trie, items)
+        if len(self._carried) > self.memo_size:
+            self._carried.popitem(last=False)
+        return hit
 
     def token_masses(self, w: np.ndarray, skip: set) -> np.ndarray:
         """Trie node masses of `exp(w)` over the tokens (not EOS), without `skip`."""
@@ -210,6 +272,7 @@ class TrieSetSampler(SetSampler):
         return self.trie.masses(weights)
 
     def cleanup(self) -> None:
+        self._carried.clear()
         self.iter_potential.cleanup()
         self.item_potential.cleanup()
 
@@ -240,10 +303,12 @@ class TopKSetSampler(TrieSetSampler):
         ValueError: if `K < 1`.
     """
 
-    def __init__(self, iter_potential: Potential, item_potential: Potential, K: int):
+    def __init__(
+        self, iter_potential: Potential, item_potential: Potential, K: int, memo_size: int = 256
+    ):
         if int(K) != K or K < 1:
             raise ValueError(f"K must be an integer ≥ 1, got {K!r}")
-        super().__init__(iter_potential, item_potential)
+        super().__init__(iter_potential, item_potential, memo_size)
         self.K = int(K)
 
     async def sample_set(self, context, draw=None):

@@ -156,10 +156,17 @@ class WFSA(Potential):
         return None if state is None else _step(self.automaton, state, token)
 
     def logw_next_of(self, state: Forward | None) -> np.ndarray:
-        """`log(α M) - log(α · β)` for the state's `α`."""
-        if state is None or not (state.alpha @ self.automaton.beta > 0):
+        """`log(α M) - log(α · β)` for the state's `α`; when the automaton is
+        deterministic `α` is one-hot at `q` (value 1), so the row is `log M[q] - log β[q]`."""
+        a = self.automaton
+        if state is None or not (state.alpha @ a.beta > 0):
             raise ValueError(f"a dead state has no next-token weights under {self!r}")
-        return self._rows([state], [()])[0]
+        if a.delta is None:
+            return self._rows([state], [()])[0]
+        q = q_prev(state)
+        if self.boolean:
+            return np.where(a.next_mass[q] > 0, 0.0, NEG_INF)
+        return _log(a.next_mass[q]) - _log(a.beta[q])
 
     def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
         """As `Potential.coerce`. A `BoolFSA.from_regex` coerced onto a `PromptedLLM`
