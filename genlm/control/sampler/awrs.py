@@ -31,6 +31,7 @@ accepts were reached, `a/(a+K_max-1)` when `a < m` accepts were.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, NamedTuple
 
@@ -130,6 +131,51 @@ class Search(NamedTuple):
     evaluations: int
 
 
+class _Pool:
+    """The proposal over the support with the known rejects removed.
+
+    The CDF of `probs` is built once; a draw maps a uniform on the remaining mass to
+    the original axis by skipping the removed intervals, so it costs `O(log V + k)`
+    with `k` removed entries instead of a fresh `O(V)` cumulative sum.
+    """
+
+    def __init__(self, probs: np.ndarray):
+        self.probs = probs
+        self.cdf = np.cumsum(probs)
+        self.total = float(self.cdf[-1]) if len(probs) else 0.0
+        self.removed: list[int] = []
+        self.removed_mass = 0.0
+        self.live = int(np.count_nonzero(probs > 0))
+
+    @property
+    def mass(self) -> float:
+        """The proposal mass not yet removed."""
+        return max(self.total - self.removed_mass, 0.0) if self.live else 0.0
+
+    def remove(self, i: int) -> None:
+        bisect.insort(self.removed, i)
+        self.removed_mass += float(self.probs[i])
+        self.live -= 1
+
+    def live_indices(self) -> np.ndarray:
+        pool = self.probs.copy()
+        pool[self.removed] = 0.0
+        return np.flatnonzero(pool > 0)
+
+    def locate(self, u: float) -> int:
+        """The entry at position `u ∈ [0, mass)` of the remaining mass."""
+        x = u
+        for r in self.removed:
+            if x < self.cdf[r] - self.probs[r]:
+                break
+            x += self.probs[r]
+        i = min(int(np.searchsorted(self.cdf, x, side="right")), len(self.probs) - 1)
+        if self.probs[i] <= 0 or i in self.removed:  # rounding at a boundary: the nearest live entry
+            live = self.live_indices()
+            i = int(live[np.argmin(np.abs(live - i))])
+        return i
+
+
 class _Chooser:
     """The random choices of one search: through `draw`, or from a Generator."""
 
@@ -137,20 +183,16 @@ class _Chooser:
         self.tokens, self.draw, self.rng = tokens, draw, rng
         self.logp = 0.0
 
-    def token(self, pool: np.ndarray, mass: float) -> int:
+    def token(self, pool: _Pool, mass: float) -> int:
+        probs = pool.probs
         if self.draw is not None:
-            live = np.flatnonzero(pool > 0)
-            options = {self.tokens[i]: float(pool[i] / mass) for i in live}
+            live = pool.live_indices()
+            options = {self.tokens[i]: float(probs[i] / mass) for i in live}
             pick = self.draw(options)
             i = next(j for j in live if self.tokens[j] == pick)
         else:
-            cdf = np.cumsum(pool)
-            i = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
-            i = min(i, len(pool) - 1)
-            if pool[i] <= 0:  # rounding at a boundary: the nearest live entry
-                live = np.flatnonzero(pool > 0)
-                i = int(live[np.argmin(np.abs(live - i))])
-        self.logp += math.log(pool[i] / mass)
+            i = pool.locate(self.rng.random() * pool.mass)
+        self.logp += math.log(probs[i] / mass)
         return i
 
     def redraws(self, s: float, budget: int) -> int:
@@ -277,14 +319,14 @@ class AWRS(TokenSampler):
     async def search(self, context, support, probs, choose: _Chooser) -> Search:
         """Draw, check and remove rejects until the stopping rule; estimate `Ẑ`."""
         vocab_eos = self.potential.vocab_eos
-        pool = probs.copy()
+        pool = _Pool(probs)
         known: dict[int, bool] = {}
         m = self.max_accepts if self.proper_weights else 1
         capped = self.proper_weights and self.max_rejects != float("inf")
         accepts = rejects = stream_rejects = 0
         first, first_mass, masses = None, 1.0, []
         while accepts < m:
-            mass = float(pool.sum()) if rejects else 1.0
+            mass = pool.mass if rejects else 1.0
             if mass <= 0.0:
                 break
             if capped and rejects:
@@ -298,7 +340,7 @@ class AWRS(TokenSampler):
                 if not known[i]:
                     rejects += 1
                     stream_rejects += 1
-                    pool[i] = 0.0
+                    pool.remove(i)
                     if capped and stream_rejects >= self.max_rejects:
                         break
                     continue
