@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import warnings
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 SAMPLERS = ("awrs", "direct", "eager", "topk")
 RESAMPLING = ("multinomial", "stratified", "systematic", "residual")
@@ -24,8 +24,15 @@ class UsageError(Exception):
     """Bad input that the command reports in one line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that reports bad arguments in one line (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"genlm-control: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="genlm-control", description="Controlled generation from language models by SMC."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +62,8 @@ def _read(path: str) -> str:
             return fh.read()
     except OSError as exc:
         raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cannot read {path!r}: not UTF-8 text ({exc.reason})") from exc
 
 
 def _item_constraint(args: argparse.Namespace) -> Any:

@@ -1,0 +1,183 @@
+"""The genlm-control command: output formats on the embedded model, records, and bad input."""
+
+import json
+import re
+import subprocess
+import sys
+
+import jsonschema
+import lark
+import pytest
+
+from genlm.control import InferenceVisualizer
+from genlm.control.cli import main
+
+NUMBER = r" [0-9]\."  # one digit: every particle can finish within the token budget
+BASE = ["generate", "--prompt", "The value of x is", "--particles", "8", "--max-tokens", "12", "--seed", "0"]
+
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "required": ["model", "prompt", "log_ml", "ess", "posterior"],
+    "additionalProperties": False,
+    "properties": {
+        "model": {"type": "string"},
+        "prompt": {"type": "string"},
+        "log_ml": {"type": "number"},
+        "ess": {"type": "number", "minimum": 0},
+        "posterior": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["text", "probability"],
+                "additionalProperties": False,
+                "properties": {
+                    "text": {"type": "string"},
+                    "probability": {"type": "number", "minimum": 0, "maximum": 1},
+                },
+            },
+        },
+    },
+}
+
+
+def run_json(capsys, *args):
+    assert main([*BASE, *args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    jsonschema.validate(out, OUTPUT_SCHEMA)
+    return out
+
+
+def check_posterior(out, accepts):
+    rows = out["posterior"]
+    assert rows, "no particle finished with positive weight"
+    assert sum(r["probability"] for r in rows) == pytest.approx(1.0)
+    probs = [r["probability"] for r in rows]
+    assert probs == sorted(probs, reverse=True)
+    for r in rows:
+        assert accepts(r["text"]), r["text"]
+
+
+@pytest.mark.parametrize("sampler", ["awrs", "direct", "eager", "topk"])
+def test_regex_json_output(capsys, sampler):
+    out = run_json(capsys, "--regex", NUMBER, "--sampler", sampler)
+    assert out["prompt"] == "The value of x is"
+    assert out["model"] == "genlm-control/tiny-gpt2"
+    check_posterior(out, lambda t: re.fullmatch(NUMBER, t))
+
+
+def test_table_output_matches_json(capsys):
+    out = run_json(capsys, "--regex", NUMBER)
+    assert main([*BASE, "--regex", NUMBER]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"log_ml = {out['log_ml']:.4f}   ESS = {out['ess']:.2f}"
+    assert lines[2].split() == ["probability", "text"]
+    rows = [(float(line[:11]), line[13:]) for line in lines[3:]]
+    assert rows == [(round(r["probability"], 4), repr(r["text"])) for r in out["posterior"]]
+
+
+def test_seed_reproduces(capsys):
+    assert run_json(capsys, "--regex", NUMBER) == run_json(capsys, "--regex", NUMBER)
+
+
+def test_lark_grammar(capsys, tmp_path):
+    grammar = 'start: " " DIGIT DIGIT? "."\nDIGIT: "0".."9"\n'
+    path = tmp_path / "number.lark"
+    path.write_text(grammar, encoding="utf-8")
+    parser = lark.Lark(grammar)
+    out = run_json(capsys, "--lark", str(path), "--sampler", "eager")
+
+    def parses(text):
+        parser.parse(text)
+        return True
+
+    check_posterior(out, parses)
+
+
+def test_json_schema(capsys, tmp_path):
+    schema = {"type": "integer", "minimum": 0, "maximum": 999}
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema), encoding="utf-8")
+    out = run_json(capsys, "--json-schema", str(path), "--sampler", "direct")
+
+    def valid(text):
+        jsonschema.validate(json.loads(text), schema)
+        return True
+
+    check_posterior(out, valid)
+
+
+def test_record_renders(capsys, tmp_path):
+    record = tmp_path / "run.json"
+    out = run_json(capsys, "--regex", NUMBER, "--record", str(record))
+    data = json.loads(record.read_text(encoding="utf-8"))
+    assert data["n_particles"] == 8 and data["seed"] == 0
+    assert data["log_ml"] == pytest.approx(out["log_ml"])
+    page = InferenceVisualizer(record).to_html()
+    assert "<h2>Step 1 of" in page
+
+
+def _bad_inputs(tmp_path):
+    (tmp_path / "bad.lark").write_text('start: "a" (\n', encoding="utf-8")
+    (tmp_path / "nostart.lark").write_text('rule: "a"\n', encoding="utf-8")
+    (tmp_path / "notjson.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "badschema.json").write_text('{"type": 5}', encoding="utf-8")
+    (tmp_path / "unsupported.json").write_text('{"type": "string", "format": "email"}', encoding="utf-8")
+    (tmp_path / "binary.lark").write_bytes(b"\xff\xfe")
+    return {
+        "missing-file": ["--lark", str(tmp_path / "missing.lark")],
+        "directory": ["--json-schema", str(tmp_path)],
+        "not-utf8": ["--lark", str(tmp_path / "binary.lark")],
+        "bad-regex": ["--regex", "[0-9"],
+        "lookaround-regex": ["--regex", "(?<=a)b"],
+        "bad-grammar": ["--lark", str(tmp_path / "bad.lark")],
+        "no-start-rule": ["--lark", str(tmp_path / "nostart.lark")],
+        "not-json": ["--json-schema", str(tmp_path / "notjson.json")],
+        "invalid-schema": ["--json-schema", str(tmp_path / "badschema.json")],
+        "unsupported-schema": ["--json-schema", str(tmp_path / "unsupported.json")],
+        "unknown-model": ["--model", "no-such-org/no-such-model"],
+        "unknown-backend": ["--backend", "nope"],
+        "zero-particles": ["--particles", "0"],
+        "bad-threshold": ["--ess-threshold", "1.5"],
+        "zero-max-tokens": ["--max-tokens", "0"],
+        "two-constraints": ["--regex", "a", "--json-schema", str(tmp_path / "badschema.json")],
+        "not-an-int": ["--particles", "many"],
+        "unknown-sampler": ["--sampler", "beam"],
+    }
+
+
+BAD = [
+    "missing-file", "directory", "not-utf8", "bad-regex", "lookaround-regex", "bad-grammar",
+    "no-start-rule", "not-json", "invalid-schema", "unsupported-schema", "unknown-model",
+    "unknown-backend", "zero-particles", "bad-threshold", "zero-max-tokens", "two-constraints",
+    "not-an-int", "unknown-sampler",
+]
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_is_one_line(case, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("GENLM_CONTROL_DEBUG", raising=False)
+    args = _bad_inputs(tmp_path)[case]
+    try:
+        code = main(["generate", "--max-tokens", "4", "--particles", "2", *args])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("genlm-control: error: ")
+    assert "Traceback" not in captured.err
+
+
+def test_module_help_runs():
+    done = subprocess.run(
+        [sys.executable, "-m", "genlm.control", "generate", "--help"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0
+    for option in ("--prompt", "--regex", "--lark", "--json-schema", "--model", "--backend",
+                   "--sampler", "--particles", "--ess-threshold", "--max-tokens",
+                   "--resampling", "--seed", "--record", "--json"):
+        assert option in done.stdout
