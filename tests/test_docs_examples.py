@@ -4,7 +4,7 @@ A block runs in a fresh namespace in this process (the model loads once per work
 from a temporary working directory. The HTML comment on the line before a block
 changes that:
 
-- `<!-- gpu-only -->`: the block runs only where CUDA is available;
+- `<!-- gpu-only -->`: the block runs only where CUDA and vLLM are available;
 - `<!-- script -->`: the block is written to a file and run by a new interpreter
   (for code that starts worker processes, which must import its definitions);
 - `<!-- no-test -->`: a fragment that is not run.
@@ -13,6 +13,7 @@ The README's main-job command is run through `genlm.control.cli.main` with the
 arguments read from the README, so a change to that command is tested too.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -68,8 +69,10 @@ def test_every_page_has_known_marks_and_runs_something():
 def test_python_block(block, tmp_path, monkeypatch):
     if block.mark == "no-test":
         pytest.skip("a fragment")
-    if block.mark == "gpu-only" and not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
+    if block.mark == "gpu-only" and not (
+        torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    ):
+        pytest.skip("needs CUDA and vllm")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     if block.mark == "script":
