@@ -1,12 +1,15 @@
 """AWRS's pool of remaining proposal mass: draws equal an inverse CDF over the zeroed pool."""
 
 import numpy as np
+import pytest
 
 from genlm.control.sampler.awrs import _Pool
 
 
-def test_locate_equals_the_cdf_of_the_pool_with_rejects_zeroed():
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("fold_at", [2, 5, 256])
+def test_locate_equals_the_cdf_of_the_pool_with_rejects_zeroed(fold_at, monkeypatch):
+    monkeypatch.setattr(_Pool, "fold_at", fold_at)
+    rng = np.random.default_rng(fold_at)
     for trial in range(50):
         probs = rng.dirichlet(np.full(int(rng.integers(2, 40)), 0.3))
         probs[rng.random(len(probs)) < 0.2] = 0.0  # unreachable entries

@@ -134,16 +134,22 @@ class Search(NamedTuple):
 class _Pool:
     """The proposal over the support with the known rejects removed.
 
-    The CDF of `probs` is built once; a draw maps a uniform on the remaining mass to
-    the original axis by skipping the removed intervals, so it costs `O(log V + k)`
-    with `k` removed entries instead of a fresh `O(V)` cumulative sum.
+    A draw maps a uniform `u` on the remaining mass to the CDF of `probs` by skipping
+    the removed entries: with the removed indices `r_1 < ... < r_k` and `S_j` the
+    probability of the first `j`, the removed entries collapse to the points
+    `a_j = cdf[r_j] - S_j` of the remaining axis, so `u` sits at `u + S_j` on the
+    original axis, `j = #{a_j ≤ u}`. A draw costs `O(k + log V)`; every `fold_at`
+    removals are folded into a fresh CDF (`O(V)`), so `k` stays small.
     """
+
+    fold_at = 256
 
     def __init__(self, probs: np.ndarray):
         self.probs = probs
+        self.base = probs  # probs with the folded removals zeroed
         self.cdf = np.cumsum(probs)
         self.total = float(self.cdf[-1]) if len(probs) else 0.0
-        self.removed: list[int] = []
+        self.removed: list[int] = []  # removed since the last fold, sorted
         self.removed_mass = 0.0
         self.live = int(np.count_nonzero(probs > 0))
 
@@ -156,21 +162,28 @@ class _Pool:
         bisect.insort(self.removed, i)
         self.removed_mass += float(self.probs[i])
         self.live -= 1
+        if len(self.removed) >= self.fold_at:
+            self.base = self.base.copy() if self.base is self.probs else self.base
+            self.base[self.removed] = 0.0
+            self.cdf = np.cumsum(self.base)
+            self.removed = []
 
     def live_indices(self) -> np.ndarray:
-        pool = self.probs.copy()
+        pool = self.base.copy()
         pool[self.removed] = 0.0
         return np.flatnonzero(pool > 0)
 
     def locate(self, u: float) -> int:
         """The entry at position `u ∈ [0, mass)` of the remaining mass."""
         x = u
-        for r in self.removed:
-            if x < self.cdf[r] - self.probs[r]:
-                break
-            x += self.probs[r]
+        if self.removed:
+            r = np.array(self.removed)
+            s = np.cumsum(self.probs[r])
+            j = int(np.searchsorted(self.cdf[r] - s, u, side="right"))
+            if j:
+                x = u + float(s[j - 1])
         i = min(int(np.searchsorted(self.cdf, x, side="right")), len(self.probs) - 1)
-        if self.probs[i] <= 0 or i in self.removed:  # rounding at a boundary: the nearest live entry
+        if self.base[i] <= 0 or i in self.removed:  # rounding at a boundary: the nearest live entry
             live = self.live_indices()
             i = int(live[np.argmin(np.abs(live - i))])
         return i
