@@ -6,7 +6,7 @@ import pytest
 from genlm.control.sampler.awrs import _Pool
 
 
-@pytest.mark.parametrize("fold_at", [2, 5, 256])
+@pytest.mark.parametrize("fold_at", [2, 5, 64])
 def test_locate_equals_the_cdf_of_the_pool_with_rejects_zeroed(fold_at, monkeypatch):
     monkeypatch.setattr(_Pool, "fold_at", fold_at)
     rng = np.random.default_rng(fold_at)

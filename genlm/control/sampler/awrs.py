@@ -138,11 +138,11 @@ class _Pool:
     the removed entries: with the removed indices `r_1 < ... < r_k` and `S_j` the
     probability of the first `j`, the removed entries collapse to the points
     `a_j = cdf[r_j] - S_j` of the remaining axis, so `u` sits at `u + S_j` on the
-    original axis, `j = #{a_j ≤ u}`. A draw costs `O(k + log V)`; every `fold_at`
+    original axis, `j = #{a_j ≤ u}`. A draw costs `O(k + log V)`; every `fold_at` (64)
     removals are folded into a fresh CDF (`O(V)`), so `k` stays small.
     """
 
-    fold_at = 256
+    fold_at = 64
 
     def __init__(self, probs: np.ndarray):
         self.probs = probs
