@@ -35,7 +35,8 @@ WRAPPERS = {
     "product": lambda llm: llm * digits(llm),
     "tempered": lambda llm: llm**0.5,
     "normalized": lambda llm: (llm**2).normalize(),
-    "coerced": digits,
+    # engine=False: onto a PromptedLLM the regex is otherwise served by GuidedConstraint.
+    "coerced": lambda llm: BoolFSA.from_regex(r" [0-9]+\.").coerce(llm, f=b"".join, engine=False),
     "autobatched": lambda llm: llm.to_autobatched(),
 }
 KINDS = {
