@@ -313,6 +313,18 @@ async def test_cache_is_bounded_and_spawn_is_independent(llm, pieces):
     assert await s.complete(letters[:3]) == 0.0
 
 
+async def test_pickles_and_rebuilds_the_engine(llm, pieces):
+    import pickle
+
+    c = llm.constrain(regex="ab+")
+    await c.prefix([pieces[b"a"]])
+    d = pickle.loads(pickle.dumps(c))
+    assert d.grammar == c.grammar and len(d._cache) == 0
+    ctx = [pieces[b"a"], pieces[b"b"]]
+    assert await d.complete(ctx) == 0.0
+    assert np.array_equal((await d.logw_next(ctx)).weights, (await c.logw_next(ctx)).weights)
+
+
 async def test_product_with_the_llm_and_smc(llm):
     from genlm.control import AWRS, direct_token_sampler
 

@@ -192,6 +192,16 @@ class GuidedConstraint(Potential):
     def clear_cache(self) -> None:
         self._cache.clear()
 
+    def __getstate__(self) -> dict:
+        """Engine objects do not pickle: keep the sources, rebuild them on load."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("engine", "grammar", "_cache")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.engine = engine_vocab(self.token_maps)
+        self.grammar = compile_grammar(self.engine, self.kind, self.source)
+        self._init_cache()
+
     def __repr__(self) -> str:
         text = repr(self.source)
         text = text if len(text) <= 50 else text[:47] + "..."
