@@ -1,0 +1,158 @@
+"""SMC against the forward-pass floor: wall time, tokens/s and ratio for each workload.
+
+    python benchmarks/run.py                     # every workload, 5 repeats
+    python benchmarks/run.py --repeats 9 --only unconstrained,regex
+
+Prints a markdown table and writes the raw timings to
+benchmarks/results/latest.json. Each workload and its floor (plain batched
+ancestral sampling with a KV cache, same model, batch size and tokens; see
+`floor.py`) are timed back to back in the same process, repeat after repeat, so
+a machine shared with other jobs slows both alike; the ratio reported is the
+median over repeats of `workload time / floor time`. Every run is warmed up once
+first. The LM's caches are cleared before every timed run; constraint potentials
+keep the state caches they built (as in a long session).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workloads import Workload, embedded_workloads, synthetic_workloads  # noqa: E402
+
+ALL = ("unconstrained", "regex", "json", "sql", "gathered", "synthetic")
+TARGETS = {"unconstrained (direct, N=16)": 1.5, "regex (AWRS, N=10)": 3.0}
+GATHERED_TARGET = 1.5
+
+
+def timed(call, *args) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    tokens = call(*args)
+    return time.perf_counter() - t0, tokens
+
+
+async def measure(w: Workload, repeats: int) -> dict:
+    """Warm up, then alternate floor and workload `repeats` times."""
+    w.reset()
+    w.floor(0)
+    await w.run(0)
+    floor_s, run_s, tokens, floor_tokens = [], [], [], []
+    for r in range(repeats):
+        w.reset()
+        t, n = timed(w.floor, r + 1)
+        floor_s.append(t)
+        floor_tokens.append(n)
+        w.reset()
+        t0 = time.perf_counter()
+        n = await w.run(r + 1)
+        run_s.append(time.perf_counter() - t0)
+        tokens.append(n)
+    ratios = [a / b for a, b in zip(run_s, floor_s)]
+    return {
+        "name": w.name,
+        "n": w.n,
+        "steps": w.steps,
+        "floor_s": floor_s,
+        "run_s": run_s,
+        "tokens": tokens,
+        "floor_tokens": floor_tokens,
+        "floor_median_s": statistics.median(floor_s),
+        "run_median_s": statistics.median(run_s),
+        "ratio": statistics.median(ratios),
+        "per_step": w.per_step,
+        "target": TARGETS.get(w.name),
+    }
+
+
+def row_text(r: dict) -> str:
+    floor_tps = statistics.median(n / t for n, t in zip(r["floor_tokens"], r["floor_s"]))
+    run_tps = statistics.median(n / t for n, t in zip(r["tokens"], r["run_s"]))
+    step = f" ({1e3 * r['run_median_s'] / r['steps']:.2f} ms/step)" if r["per_step"] else ""
+    target = "" if r.get("target") is None else f"≤ {r['target']:g}×"
+    return (
+        f"| {r['name']} | {1e3 * r['floor_median_s']:.1f} | {floor_tps:,.0f} | "
+        f"{1e3 * r['run_median_s']:.1f}{step} | {run_tps:,.0f} | **{r['ratio']:.2f}×** | {target} |"
+    )
+
+
+def table(rows: list[dict], gathered: tuple[float, float] | None) -> str:
+    lines = [
+        "| workload | floor ms | floor tok/s | SMC ms | SMC tok/s | ratio to floor | target |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [row_text(r) for r in rows]
+    if gathered is not None:
+        lines.append("")
+        lines.append(
+            f"4 gathered runs / 1 run (wall time): **{gathered[0]:.2f}×** (target ≤ {GATHERED_TARGET:g}×); "
+            f"the floor itself: 64 rows / 16 rows = {gathered[1]:.2f}×"
+        )
+    return "\n".join(lines)
+
+
+def gathered_ratio(rows: list[dict]) -> tuple[float, float] | None:
+    """Medians over repeats of (4 gathered runs / 1 run) and of (floor of 64 / floor of 16)."""
+    one = next((r for r in rows if r["name"].startswith("1 run")), None)
+    four = next((r for r in rows if r["name"].startswith("4 runs")), None)
+    if one is None or four is None:
+        return None
+    runs = statistics.median(a / b for a, b in zip(four["run_s"], one["run_s"]))
+    floors = statistics.median(a / b for a, b in zip(four["floor_s"], one["floor_s"]))
+    return runs, floors
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    ap.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--sizes", default="4096,32768,131072", help="synthetic vocabulary sizes")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest.json"))
+    args = ap.parse_args()
+    names = set(args.only.split(","))
+    unknown = names - set(ALL)
+    if unknown:
+        ap.error(f"unknown workloads {sorted(unknown)}; choose from {list(ALL)}")
+    torch.set_num_threads(args.threads)
+    workloads = embedded_workloads(names)
+    if "synthetic" in names:
+        workloads += synthetic_workloads([int(s) for s in args.sizes.split(",")])
+    rows = []
+    for w in workloads:
+        rows.append(await measure(w, args.repeats))
+        print(row_text(rows[-1]), file=sys.stderr, flush=True)
+    gathered = gathered_ratio(rows)
+    print(table(rows, gathered))
+    meta = {
+        "command": " ".join(["python", "benchmarks/run.py", *sys.argv[1:]]),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "repeats": args.repeats,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "rows": rows, "gathered_over_one": gathered}, indent=1))
+    print(f"\nwrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
