@@ -22,7 +22,8 @@ from genlm.control.potential.built_in._guided_regex import (  # noqa: E402
     complement,
     engine_regex,
 )
-from genlm.control.potential.built_in.guided import GuidedConstraint  # noqa: E402
+from genlm.control.potential import Coerced  # noqa: E402
+from genlm.control.potential.built_in.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402
 
 HYP = settings(
@@ -92,7 +93,8 @@ REGEX_TEXT = st.text(alphabet="abcxz019 .@-\néü€\t_", max_size=12)
 async def test_regex_agrees_with_the_coerced_automaton(llm, pieces, pattern, text, cuts):
     fsa = BoolFSA.from_regex(pattern)
     engine, generic = fsa.coerce(llm, f=b"".join), fsa.coerce(llm, f=b"".join, engine=False)
-    assert isinstance(engine, GuidedConstraint) and not isinstance(generic, GuidedConstraint)
+    assert isinstance(engine, GuidedCoerced) and not isinstance(generic, GuidedCoerced)
+    assert isinstance(engine, Coerced) and isinstance(generic, Coerced)
     await assert_same(engine, generic, split(pieces, text.encode(), cuts))
 
 
@@ -128,7 +130,7 @@ async def test_regex_outside_the_rewriting_takes_the_generic_path(llm, caplog):
     fsa = BoolFSA.from_regex("(?i)ab")
     with caplog.at_level(logging.DEBUG, logger="genlm.control.potential.built_in.guided"):
         c = fsa.coerce(llm, f=b"".join)
-    assert not isinstance(c, GuidedConstraint)
+    assert not isinstance(c, GuidedCoerced)
     assert "generic path" in caplog.text
     with pytest.raises(ValueError, match="engine=True"):
         fsa.coerce(llm, f=b"".join, engine=True)
@@ -136,11 +138,11 @@ async def test_regex_outside_the_rewriting_takes_the_generic_path(llm, caplog):
 
 async def test_non_llm_targets_and_maps_take_the_generic_path(llm):
     fsa = BoolFSA.from_regex("ab")
-    assert not isinstance(fsa.coerce(list(llm.vocab), f=b"".join), GuidedConstraint)
-    assert not isinstance(fsa.coerce(llm, f=lambda xs: b"".join(xs)), GuidedConstraint)
+    assert not isinstance(fsa.coerce(list(llm.vocab), f=b"".join), GuidedCoerced)
+    assert not isinstance(fsa.coerce(llm, f=lambda xs: b"".join(xs)), GuidedCoerced)
     with pytest.raises(ValueError, match="not a PromptedLLM"):
         fsa.coerce(list(llm.vocab), f=b"".join, engine=True)
-    assert not isinstance(BoolFSA(fsa.wfsa).coerce(llm, f=b"".join), GuidedConstraint)
+    assert not isinstance(BoolFSA(fsa.wfsa).coerce(llm, f=b"".join), GuidedCoerced)
 
 
 # Lark ------------------------------------------------------------------------
@@ -160,7 +162,7 @@ NUMBER: /\d+/
 async def test_lark_agrees_with_earley(llm, pieces, text, cuts):
     """Prefix and complete against byte-level Earley (the grammar's lexing is unambiguous)."""
     engine = BoolCFG.from_lark(LARK).coerce(llm, f=b"".join)
-    assert isinstance(engine, GuidedConstraint)
+    assert isinstance(engine, GuidedCoerced)
     generic = BoolCFG.from_lark(LARK)
     toks = split(pieces, text.encode(), cuts)
     for k in range(len(toks) + 1):
@@ -240,7 +242,7 @@ async def test_json_agrees_with_the_schema_potential(llm, pieces, doc, cuts):
     """Documents with properties in declaration order: the same answers everywhere."""
     js = JsonSchema(SCHEMA)
     engine, generic = js.coerce(llm, f=b"".join), js.coerce(llm, f=b"".join, engine=False)
-    assert isinstance(engine, GuidedConstraint)
+    assert isinstance(engine, GuidedCoerced)
     await assert_same(engine, generic, split(pieces, doc.encode(), cuts), rows=False)
 
 

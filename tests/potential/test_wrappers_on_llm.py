@@ -35,8 +35,10 @@ WRAPPERS = {
     "product": lambda llm: llm * digits(llm),
     "tempered": lambda llm: llm**0.5,
     "normalized": lambda llm: (llm**2).normalize(),
-    # engine=False: onto a PromptedLLM the regex is otherwise served by GuidedConstraint.
-    "coerced": lambda llm: BoolFSA.from_regex(r" [0-9]+\.").coerce(llm, f=b"".join, engine=False),
+    "coerced": digits,
+    "coerced-generic": lambda llm: BoolFSA.from_regex(r" [0-9]+\.").coerce(
+        llm, f=b"".join, engine=False
+    ),
     "autobatched": lambda llm: llm.to_autobatched(),
 }
 KINDS = {
@@ -44,6 +46,7 @@ KINDS = {
     "tempered": Tempered,
     "normalized": Normalized,
     "coerced": Coerced,
+    "coerced-generic": Coerced,
     "autobatched": AutoBatchedPotential,
 }
 

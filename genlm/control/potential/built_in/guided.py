@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control.potential.base import Potential
+from genlm.control.potential.coerce import Coerced
 from genlm.control.potential.built_in._guided_engine import (
     KINDS,
     compile_grammar,
@@ -143,7 +144,14 @@ class GuidedConstraint(Potential):
         return states
 
     async def prefix(self, context: Sequence[Any]) -> float:
-        return 0.0 if self.matcher(context) is not None else NEG_INF
+        """0 iff every token is allowed where it stands. The last token is checked on
+        the parent's matcher without advancing a copy: AWRS asks this of every token
+        it draws, most of which are never extended."""
+        ids = self.token_maps.context_ids(context)
+        if not ids:
+            return 0.0
+        parent = self._cache.get(ids[:-1])
+        return 0.0 if parent is not None and parent.validate_tokens(ids[-1:]) else NEG_INF
 
     async def complete(self, context: Sequence[Any]) -> float:
         m = self.matcher(context)
@@ -208,13 +216,64 @@ class GuidedConstraint(Potential):
         return f"GuidedConstraint({self.kind}={text}, |V|={len(self.vocab)})"
 
 
-def engine_coerce(
-    other: Any, f: Any, engine: bool | None, kind: str, source: Any
-) -> GuidedConstraint | None:
-    """The engine-backed constraint for a byte-level constraint coerced onto `other`
-    through `b"".join`, or None for the generic path.
+class GuidedCoerced(Coerced):
+    """`potential.coerce(llm, f=b"".join)` served by a `GuidedConstraint`.
+
+    A `Coerced` (its `potential` and `f` are the byte-level constraint and the join)
+    whose values all come from the compiled engine over the LLM's tokens, so no
+    symbol trie is built.
 
     Args:
+        potential: the byte-level constraint that was coerced.
+        f: the context map (`b"".join`).
+        guided: the engine-backed constraint over the LLM's vocabulary.
+    """
+
+    def __init__(self, potential: Potential, f: Any, guided: GuidedConstraint):
+        self.potential, self.f, self.guided = potential, f, guided
+        self.prune, self.homomorphic = True, True
+        Potential.__init__(self, tables=guided.tables)
+
+    async def prefix(self, context):
+        return await self.guided.prefix(context)
+
+    async def complete(self, context):
+        return await self.guided.complete(context)
+
+    async def batch_prefix(self, contexts):
+        return await self.guided.batch_prefix(contexts)
+
+    async def batch_complete(self, contexts):
+        return await self.guided.batch_complete(contexts)
+
+    async def logw_next(self, context) -> LazyWeights:
+        return await self.guided.logw_next(context)
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        return await self.guided.batch_logw_next(contexts)
+
+    def matcher(self, context: Sequence[Any]) -> Any | None:
+        """The engine's matcher after `context` (see `GuidedConstraint.matcher`)."""
+        return self.guided.matcher(context)
+
+    def spawn(self) -> "GuidedCoerced":
+        return GuidedCoerced(self.potential.spawn(), self.f, self.guided.spawn())
+
+    def cleanup(self) -> None:
+        self.guided.cleanup()
+
+    def __repr__(self) -> str:
+        return f"Coerced({self.guided!r})"
+
+
+def engine_coerce(
+    potential: Potential, other: Any, f: Any, engine: bool | None, kind: str, source: Any
+) -> GuidedCoerced | None:
+    """The engine-backed coercion of a byte-level constraint onto `other` through
+    `b"".join`, or None for the generic path.
+
+    Args:
+        potential: the byte-level constraint being coerced.
         engine: None uses the engine where it serves the constraint (else the
             generic path, logged at debug level); True requires it; False never uses it.
         source: the constraint in the engine's terms (None: the engine cannot express
@@ -228,7 +287,7 @@ def engine_coerce(
     reason = _unfit(other, f, source)
     if reason is None:
         try:
-            return GuidedConstraint(other, kind, source)
+            return GuidedCoerced(potential, f, GuidedConstraint(other, kind, source))
         except ValueError as e:
             reason = str(e)
     if engine:

@@ -160,7 +160,7 @@ class JsonSchema(Potential):
         if engine is not False:
             from genlm.control.potential.built_in.guided import engine_coerce
 
-            fast = engine_coerce(other, f, engine, "json_schema", self.schema)
+            fast = engine_coerce(self, other, f, engine, "json_schema", self.schema)
             if fast is not None:
                 return fast
 

@@ -135,7 +135,7 @@ class WCFG(Potential):
         if self.boolean and grammar is not None and engine is not False:
             from genlm.control.potential.built_in.guided import engine_coerce
 
-            fast = engine_coerce(other, f, engine, "lark", grammar)
+            fast = engine_coerce(self, other, f, engine, "lark", grammar)
             if fast is not None:
                 return fast
         elif engine:

@@ -187,7 +187,7 @@ class WFSA(Potential):
             from genlm.control.potential.built_in._guided_regex import engine_regex
             from genlm.control.potential.built_in.guided import engine_coerce
 
-            fast = engine_coerce(other, f, engine, "regex", engine_regex(pattern))
+            fast = engine_coerce(self, other, f, engine, "regex", engine_regex(pattern))
             if fast is not None:
                 return fast
         elif engine:
