@@ -17,12 +17,12 @@ pytest.importorskip("llguidance")
 from genlm.control import BoolCFG, BoolFSA, JsonSchema, PromptedLLM  # noqa: E402
 from genlm.control.constant import EOS  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
+from genlm.control.potential import Coerced  # noqa: E402
 from genlm.control.potential.built_in._guided_regex import (  # noqa: E402
     ascii_classes,
     complement,
     engine_regex,
 )
-from genlm.control.potential import Coerced  # noqa: E402
 from genlm.control.potential.built_in.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402
 

@@ -13,7 +13,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control.potential.base import Potential
-from genlm.control.potential.coerce import Coerced
 from genlm.control.potential.built_in._guided_engine import (
     KINDS,
     compile_grammar,
@@ -24,6 +23,7 @@ from genlm.control.potential.built_in._guided_engine import (
 )
 from genlm.control.potential.built_in._guided_regex import engine_regex
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
 
 logger = logging.getLogger(__name__)
