@@ -181,6 +181,7 @@ class TrieSetSampler(SetSampler):
 
     Raises:
         TypeError: if `iter_potential`'s tokens are not byte strings.
+        ValueError: if `memo_size < 1`.
     """
 
     def __init__(self, iter_potential: Potential, item_potential: Potential, memo_size: int = 256):
