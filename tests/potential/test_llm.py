@@ -380,3 +380,11 @@ async def test_vllm_backend_matches_hf():  # pragma: no cover - needs a GPU
     got, want = await gpu.logw_next(ctx), await cpu.logw_next(ctx)
     np.testing.assert_allclose(got.weights, want.weights, atol=1e-2)
     assert isinstance(cpu.model, AsyncTransformer)
+
+
+def test_backend_options_in_either_spelling():
+    a = PromptedLLM.from_name(MODEL, backend="hf", llm_opts={"batch_size": 64, "timeout": 0.02})
+    b = PromptedLLM.from_name(MODEL, backend="hf", batch_size=64, timeout=0.02)
+    assert a.model.batch_size == b.model.batch_size == 64
+    with pytest.raises(TypeError, match="llm_opts must be a dict"):
+        PromptedLLM.from_name(MODEL, backend="hf", llm_opts=[("batch_size", 2)])

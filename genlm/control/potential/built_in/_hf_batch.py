@@ -149,7 +149,16 @@ class CachedTransformer(AsyncTransformer):
         cache_bytes: bound on the bytes of cached key/value states and rows, per adapter.
     """
 
-    def __init__(self, hf_model, hf_tokenizer, batch_size: int | None = None, cache_bytes: int = DEFAULT_CACHE_BYTES):
+    def __init__(
+        self,
+        hf_model,
+        hf_tokenizer,
+        batch_size: int | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        timeout: float | None = None,
+    ):
+        # `timeout` is genlm-backend's batching timer; batches here close at the end
+        # of an event-loop pass, so it is accepted for compatibility and unused.
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
         super().__init__(hf_model, hf_tokenizer, batch_size=batch_size or (1 << 62), timeout=0.0)

@@ -185,6 +185,12 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
         ValueError: unknown backend; OSError: a model that is not found locally;
         ImportError: vLLM without CUDA or without the `vllm` package.
     """
+    llm_opts = kwargs.pop("llm_opts", None)
+    if llm_opts is not None:
+        # genlm-backend's `load_model_by_name(name, backend, llm_opts)` spelling.
+        if not isinstance(llm_opts, dict):
+            raise TypeError(f"llm_opts must be a dict, got {type(llm_opts).__name__}")
+        kwargs = {**llm_opts, **kwargs}
     if backend is None:
         backend = "vllm" if _vllm_usable() else "hf"
     if backend not in BACKENDS:
@@ -296,7 +302,9 @@ class PromptedLLM(Potential):
                 (`genlm.control.embedded.EMBEDDED_MODEL`).
             backend: "hf", "vllm" or "mock"; default "vllm" where CUDA and vllm are
                 available, else "hf".
-            **kwargs: passed to the backend's `from_name`.
+            **kwargs: passed to the backend's `from_name` (e.g. `hf_opts`, `cache_bytes`,
+                vLLM's `engine_opts`); `llm_opts={...}` is accepted and merged, as
+                genlm-backend's `load_model_by_name` spells it.
 
         Raises:
             ValueError: unknown backend, bad temperature, EOS not in the vocabulary.
