@@ -22,6 +22,7 @@ from genlm.control.potential.built_in._guided_engine import (
     new_matcher,
 )
 from genlm.control.potential.built_in._guided_regex import engine_regex
+from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -52,7 +53,7 @@ def _step(matcher: Any, token_id: int) -> Any | None:
     return nxt if nxt.consume_token(token_id) else None
 
 
-class GuidedConstraint(Potential):
+class GuidedConstraint(CachedRecognizer):
     """A Boolean constraint over a `PromptedLLM`'s vocabulary from a compiled grammar.
 
     With `m(ctx)` the engine's matcher after the context's token ids (None when a
@@ -157,12 +158,6 @@ class GuidedConstraint(Potential):
         m = self.matcher(context)
         return 0.0 if m is not None and m.is_accepting() else NEG_INF
 
-    async def batch_prefix(self, contexts):
-        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
-
-    async def batch_complete(self, contexts):
-        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
-
     # Masks --------------------------------------------------------------------
 
     def rows(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
@@ -189,16 +184,6 @@ class GuidedConstraint(Potential):
         return self.rows_to_weights(self.rows(contexts))
 
     # Copies -------------------------------------------------------------------
-
-    def spawn(self) -> "GuidedConstraint":
-        """A copy sharing the compiled grammar and tokenizer, with its own cache."""
-        c = object.__new__(type(self))
-        c.__dict__.update(self.__dict__)
-        c._init_cache()
-        return c
-
-    def clear_cache(self) -> None:
-        self._cache.clear()
 
     def __getstate__(self) -> dict:
         """Engine objects do not pickle: keep the sources, rebuild them on load."""

@@ -6,16 +6,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._json_coerce import CoercedJson, Transitions
 from genlm.control.potential.built_in._json_machine import initial_state
 from genlm.control.potential.built_in._json_schema import compile_schema
+from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
 from genlm.control.weights import NEG_INF, LazyWeights
 
 
-class JsonSchema(Potential):
+class JsonSchema(CachedRecognizer):
     """JSON documents valid under a JSON Schema, over byte values (0..255).
 
         complete(ctx) = 0 iff the bytes are a valid document, else -inf
@@ -67,9 +67,9 @@ class JsonSchema(Potential):
         self.max_states = max_states
         self.root = compile_schema(schema)
         super().__init__(BYTE_VOCAB)
-        self._init_caches()
+        self._init_cache()
 
-    def _init_caches(self) -> None:
+    def _init_cache(self) -> None:
         self.transitions = Transitions(initial_state(self.root), self.max_states)
         self._cache: PrefixStateCache = PrefixStateCache(
             self.transitions.root, self._step, self.cache_size
@@ -114,12 +114,6 @@ class JsonSchema(Potential):
         if not contexts:
             return []
         return self.rows_to_weights(np.stack([self._row(c) for c in contexts]))
-
-    async def batch_prefix(self, contexts):
-        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
-
-    async def batch_complete(self, contexts):
-        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
 
     # Carried states (see `Potential.state_of`): the recognizer's frame stacks ----
 
@@ -168,16 +162,6 @@ class JsonSchema(Potential):
         if join:
             return CoercedJson(self, other, f, prune=prune, homomorphic=True, trie=trie)
         return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
-
-    def spawn(self) -> "JsonSchema":
-        """A copy sharing the compiled schema, with its own caches."""
-        c = object.__new__(type(self))
-        c.__dict__.update(self.__dict__)
-        c._init_caches()
-        return c
-
-    def clear_cache(self) -> None:
-        self._init_caches()
 
     def __repr__(self) -> str:
         return f"JsonSchema({_short(self.schema)})"

@@ -9,9 +9,9 @@ from genlm.grammar import CFG, Boolean, Earley, Float
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 from genlm.grammar.cfglm import add_EOS
 
-from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._cfg_lark import BYTE_SYMBOLS, lark_to_cfg
 from genlm.control.potential.built_in._fsa_arrays import N_BYTES, weight_to_float
+from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -43,7 +43,7 @@ def byte_symbol_cfg(cfg: CFG) -> CFG:
     return new
 
 
-class WCFG(Potential):
+class WCFG(CachedRecognizer):
     """A weighted context-free grammar over byte values (0..255) as a potential.
 
     With `G(x)` the total weight of the derivations of string `x`:
@@ -195,12 +195,6 @@ class WCFG(Potential):
             return []
         return self.rows_to_weights(np.stack([self._row(c) for c in contexts]))
 
-    async def batch_prefix(self, contexts):
-        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
-
-    async def batch_complete(self, contexts):
-        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
-
     # Carried states (see `Potential.state_of`): the Earley chart ---------------
 
     def state_of(self, context: Sequence[int]) -> Chart | None:
@@ -218,16 +212,6 @@ class WCFG(Potential):
         if total == NEG_INF:
             raise ValueError(f"a dead state has no next-token weights under {self!r}")
         return self._chart_row(state, total)
-
-    def spawn(self) -> "WCFG":
-        """A copy sharing the compiled parser tables, with its own chart cache."""
-        c = object.__new__(type(self))
-        c.__dict__.update(self.__dict__)
-        c._init_cache()
-        return c
-
-    def clear_cache(self) -> None:
-        self._cache.clear()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.cfg)} rules)"

@@ -6,9 +6,9 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._fsa_arrays import N_BYTES, ByteAutomaton, compile_wfsa
 from genlm.control.potential.built_in._fsa_regex import regex_wfsa
+from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.weights import NEG_INF, LazyWeights
 
@@ -37,7 +37,7 @@ def check_byte_context(context: Sequence[Any]) -> None:
             )
 
 
-class WFSA(Potential):
+class WFSA(CachedRecognizer):
     """A weighted automaton over byte values (0..255) as a potential.
 
     With forward weights `α` after the context, backward weights `β` and stop
@@ -138,12 +138,6 @@ class WFSA(Potential):
         rows = self._rows([self.forward(c) for c in contexts], contexts)
         return self.rows_to_weights(rows)
 
-    async def batch_prefix(self, contexts):
-        return np.array([await self.prefix(c) for c in contexts], dtype=np.float64)
-
-    async def batch_complete(self, contexts):
-        return np.array([await self.complete(c) for c in contexts], dtype=np.float64)
-
     # Carried states (see `Potential.state_of`): the forward weights -----------
 
     def state_of(self, context: Sequence[int]) -> Forward | None:
@@ -197,16 +191,6 @@ class WFSA(Potential):
         if self.automaton.delta is not None and join:
             return CoercedDFA(self, other, f, prune=prune, homomorphic=True, trie=trie)
         return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
-
-    def spawn(self) -> "WFSA":
-        """A copy sharing the compiled automaton, with its own cache."""
-        c = object.__new__(type(self))
-        c.__dict__.update(self.__dict__)
-        c._init_cache()
-        return c
-
-    def clear_cache(self) -> None:
-        self._cache.clear()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.automaton.n_states} states)"
