@@ -7,28 +7,14 @@ the posterior `p(x) ∝ LM(x) · φ(x)`.
 
 from genlm.control._lazy import lazy_exports
 from genlm.control.constant import EOS, EOT
+from genlm.control.potential import _EXPORTS as _POTENTIAL_EXPORTS
 
 _EXPORTS = {
     "SMC": "genlm.control.sampler.sequence",
     "Sequences": "genlm.control.sampler.sequence",
     "set_draw_method": "genlm.control.draw",
     "DRAW_METHODS": "genlm.control.draw",
-    "Potential": "genlm.control.potential.base",
-    "Product": "genlm.control.potential.product",
-    "Tempered": "genlm.control.potential.reweight",
-    "Normalized": "genlm.control.potential.reweight",
-    "Coerced": "genlm.control.potential.coerce",
-    "AutoBatchedPotential": "genlm.control.potential.autobatch",
-    "MultiProcPotential": "genlm.control.potential.multi_proc",
-    "PromptedLLM": "genlm.control.potential.built_in.llm",
-    "ByteLLM": "genlm.control.potential.built_in.bytelm",
-    "WCFG": "genlm.control.potential.built_in.wcfg",
-    "BoolCFG": "genlm.control.potential.built_in.wcfg",
-    "WFSA": "genlm.control.potential.built_in.wfsa",
-    "BoolFSA": "genlm.control.potential.built_in.wfsa",
-    "JsonSchema": "genlm.control.potential.built_in.json",
-    "CanonicalTokenization": "genlm.control.potential.built_in.canonical",
-    "Ensemble": "genlm.control.potential.built_in.ensemble",
+    **{k: v for k, v in _POTENTIAL_EXPORTS.items() if k not in ("SparseLogws", "VocabTables")},
     "AWRS": "genlm.control.sampler.awrs",
     "direct_token_sampler": "genlm.control.sampler.token",
     "eager_token_sampler": "genlm.control.sampler.set",

@@ -1,6 +1,7 @@
 """Potentials: the target of generation, as a product of weights on sequences."""
 
 from genlm.control._lazy import lazy_exports
+from genlm.control.potential.built_in import _EXPORTS as BUILT_IN
 
 _EXPORTS = {
     "Potential": "genlm.control.potential.base",
@@ -12,15 +13,7 @@ _EXPORTS = {
     "Coerced": "genlm.control.potential.coerce",
     "AutoBatchedPotential": "genlm.control.potential.autobatch",
     "MultiProcPotential": "genlm.control.potential.multi_proc",
-    "PromptedLLM": "genlm.control.potential.built_in.llm",
-    "ByteLLM": "genlm.control.potential.built_in.bytelm",
-    "WCFG": "genlm.control.potential.built_in.wcfg",
-    "BoolCFG": "genlm.control.potential.built_in.wcfg",
-    "WFSA": "genlm.control.potential.built_in.wfsa",
-    "BoolFSA": "genlm.control.potential.built_in.wfsa",
-    "JsonSchema": "genlm.control.potential.built_in.json",
-    "CanonicalTokenization": "genlm.control.potential.built_in.canonical",
-    "Ensemble": "genlm.control.potential.built_in.ensemble",
+    **BUILT_IN,
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
