@@ -124,3 +124,10 @@ async def test_batch_methods_run_concurrently():
     p = Slow(["a"])
     results = await asyncio.wait_for(p.batch_prefix([[]] * 50), timeout=2.0)
     assert len(results) == 50
+
+
+def test_byte_value_vocabularies_also_answer_to_one_byte_strings():
+    p = Const(list(range(256)))
+    w = p.make_lazy_weights(np.arange(257, dtype=float))
+    assert w[b"a"] == w[97] == 97.0
+    assert w[b"ab"] == float("-inf")

@@ -155,3 +155,12 @@ def test_from_name():
     }
     with pytest.raises(ValueError, match="unknown backend"):
         ByteLLM.from_name(MODEL, BeamParams(K=4), backend="tpu")
+
+
+async def test_one_byte_strings_work_as_in_genlm_control_0_4(model):
+    async with ByteLLM(model, WIDE) as lm:
+        ints = await lm.prefix(list(b" the"))
+        assert await lm.prefix([b" ", b"t", b"h", b"e"]) == ints
+        row = await lm.logw_next(list(b" th"))
+        assert row[b"e"] == row[ord("e")] > float("-inf")
+    assert lm._root is None  # leaving the block cleaned up

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from genlm.control.constant import EOS, EndOfSequence
-from genlm.control.typing import TokenType, infer_vocabulary_type
+from genlm.control.typing import Atomic, TokenType, infer_vocabulary_type
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,4 +71,7 @@ def build_tables(
         fallback = {}
         for i, t in enumerate(vocab):
             fallback.setdefault(bytes(t), i)
+    elif token_type == Atomic(int) and all(0 <= t < 256 for t in vocab):
+        # Byte values: a one-byte string names its value too (`w[b"a"]` is `w[97]`).
+        fallback = {bytes([t]): i for i, t in enumerate(vocab)}
     return VocabTables(vocab, eos, vocab_eos, lookup, token_type, fallback)

@@ -244,8 +244,15 @@ class ByteLLM(Potential):
         """A copy over the same model with the same parameters and prompt (own beam cache)."""
         return ByteLLM(self.llm, self.beam_params, self.cache_size, self._prompt)
 
+    async def __aenter__(self) -> "ByteLLM":
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        self.cleanup()
+
     def cleanup(self) -> None:
-        """Stop the byte trie's batching task and drop the cached beams."""
+        """Stop the byte trie's batching task and drop the cached beams (also on leaving
+        `async with ByteLLM.from_name(...) as byte_llm:`)."""
         root = self._root
         if root is not None and root.done() and not root.cancelled() and root.exception() is None:
             for state in root.result():
