@@ -388,3 +388,13 @@ def test_backend_options_in_either_spelling():
     assert a.model.batch_size == b.model.batch_size == 64
     with pytest.raises(TypeError, match="llm_opts must be a dict"):
         PromptedLLM.from_name(MODEL, backend="hf", llm_opts=[("batch_size", 2)])
+
+
+async def test_sequences_longer_than_the_model_reads_are_a_clear_error():
+    llm = PromptedLLM.from_name(MODEL, backend="hf")
+    llm.set_prompt_from_str("word " * 250)
+    n = len(llm.prompt_ids)
+    context = llm.tokenize(" word" * (257 - n))
+    with pytest.raises(ValueError, match="over the model's limit of 256 positions"):
+        await llm.logw_next(context)
+    assert len((await llm.logw_next(context[: 255 - n])).weights) == len(llm.vocab_eos)

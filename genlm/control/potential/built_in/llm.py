@@ -397,6 +397,13 @@ class PromptedLLM(Potential):
     async def _logprobs(self, keys: Sequence[tuple]) -> torch.Tensor:
         """Tempered next-token log probabilities after each id sequence, in one backend batch."""
         kw = {} if self.lora_name is None else {"lora_name": self.lora_name}
+        limit = _max_positions(self.model)
+        longest = max((len(k) for k in keys), default=0)
+        if limit is not None and longest > limit:
+            raise ValueError(
+                f"prompt and context are {longest} tokens, over the model's limit of "
+                f"{limit} positions: shorten the prompt or lower max_tokens"
+            )
         # Shielded: the backend may batch these queries with other prompts' queries and
         # set every result of the batch at once, which fails on a cancelled future and
         # would then fail the other prompts' queries too. A cancelled caller leaves its
@@ -559,6 +566,16 @@ def _unique(keys: Sequence[tuple]) -> tuple[list, np.ndarray]:
         (index.setdefault(k, len(index)) for k in keys), dtype=np.intp, count=len(keys)
     )
     return list(index), inverse
+
+
+def _max_positions(model: Any) -> int | None:
+    """The longest sequence a Hugging Face model can read (None when unknown)."""
+    config = getattr(getattr(model, "model", None), "config", None)
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 3):
