@@ -30,20 +30,12 @@ import tempfile
 import time
 
 import numpy as np
+from constraint_logw_next import LARK, REGEX  # the same constraints, measured on both paths
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REGEX = r"[A-Z][a-z ,]{0,80}\.( [A-Z][a-z ,]{0,80}\.){0,5}"
-LARK = r"""
-start: expr
-expr: term (("+" | "-") term)*
-term: factor (("*" | "/") factor)*
-factor: NUMBER | "(" expr ")"
-NUMBER: /[0-9]+/
-%ignore " "
-"""
 EBNF = r"""
 root ::= expr
 expr ::= term (ws ("+" | "-") ws term)*
