@@ -5,6 +5,12 @@ must at least do: one prompt forward, then one forward of `n` new tokens per ste
 over a KV cache, a softmax and a categorical draw per row. `row_floor` is the same
 loop for a synthetic LM whose next-token logits cost nothing (a fixed row), so only
 the draws remain.
+
+The draw is the cheapest exact one: inverse CDF, one uniform per row against the
+row's cumulative sum (`torch.searchsorted`). `torch.multinomial`, which
+`transformers`' `generate` uses, draws one exponential per vocabulary entry and on
+a CPU costs more than the forward of a small model; with it the floor would hide
+that much overhead (`draw="multinomial"` measures that variant).
 """
 
 from __future__ import annotations
@@ -15,16 +21,23 @@ import torch
 from transformers import DynamicCache
 
 
+def _draw(probs: torch.Tensor, gen: torch.Generator, how: str) -> torch.Tensor:
+    if how == "multinomial":
+        return torch.multinomial(probs, 1, generator=gen)
+    cdf = probs.cumsum(dim=-1)
+    u = torch.rand(probs.shape[0], 1, generator=gen, dtype=cdf.dtype) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
+
+
 @torch.no_grad()
-def lm_floor(model, prompt_ids: list[int], n: int, steps: int, seed: int) -> int:
+def lm_floor(model, prompt_ids: list[int], n: int, steps: int, seed: int, draw: str = "inverse_cdf") -> int:
     """Sample `n` sequences of `steps` tokens after `prompt_ids`; returns `n · steps`."""
     gen = torch.Generator().manual_seed(seed)
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     ids = torch.tensor([prompt_ids] * n)
     out = model(ids, use_cache=True, **{cache_arg: DynamicCache()})
     for step in range(steps):
-        logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
-        tokens = torch.multinomial(logprobs.exp(), 1, generator=gen)
+        tokens = _draw(torch.softmax(out.logits[:, -1].float(), dim=-1), gen, draw)
         if step + 1 < steps:
             states = getattr(out, "cache", None)
             states = out.past_key_values if states is None else states
@@ -33,10 +46,10 @@ def lm_floor(model, prompt_ids: list[int], n: int, steps: int, seed: int) -> int
 
 
 @torch.no_grad()
-def row_floor(logits: torch.Tensor, n: int, steps: int, seed: int) -> int:
+def row_floor(logits: torch.Tensor, n: int, steps: int, seed: int, draw: str = "inverse_cdf") -> int:
     """Draw `n` tokens per step from `softmax(logits)` for `steps` steps; returns `n · steps`."""
     gen = torch.Generator().manual_seed(seed)
     block = logits.float().expand(n, -1)
     for _ in range(steps):
-        torch.multinomial(torch.softmax(block, dim=-1), 1, generator=gen)
+        _draw(torch.softmax(block, dim=-1), gen, draw)
     return n * steps
