@@ -41,7 +41,7 @@ from genlm.control.draw import current_rng
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
 from genlm.control.sampler.token import TokenSampler
-from genlm.control.weights import NEG_INF, fold_nan, logsumexp
+from genlm.control.weights import NEG_INF, fold_nan
 from genlm.control.window import gather_or_cancel
 
 # Math ---------------------------------------------------------------------
@@ -67,6 +67,19 @@ def truncated_estimate(accepts: int, rejects: int, m: int, max_rejects: int) -> 
 
 
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+_GRIDS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _grid(panels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Composite 16-point Gauss-Legendre on `panels` panels of width 4 covering
+    `[-4·panels, 0]`: nodes `v`, `log(1 - e^v)`, `e^v` and weights (built once)."""
+    grid = _GRIDS.get(panels)
+    if grid is None:
+        v = (4.0 * (np.arange(panels)[:, None] - panels) + 2.0 * (_GL_NODES[None, :] + 1.0)).ravel()
+        u = np.exp(v)
+        grid = (v, np.log1p(-u), u, np.tile(2.0 * _GL_WEIGHTS, panels))
+        _GRIDS[panels] = grid
+    return grid
 
 
 def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> float:
@@ -74,11 +87,11 @@ def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> fl
     before a success of probability `s_j = unknown_mass[j]`):
 
         (m-1) ∫₀¹ t^(m-2+r) Π_j s_j / (1-(1-s_j) t) dt
-          = (m-1) ∫₀¹ (1-u)^(m-2+r) Π_j s_j / (s_j + (1-s_j) u) du.
+          = (m-1) ∫₀¹ (1-u)^(m-2+r) Π_j 1 / (1 + c_j u) du,   c_j = (1-s_j)/s_j.
 
     The second form is integrated over `v = log u` (each factor is a logistic step
-    in `v` at `log(s_j/(1-s_j))`) by composite 16-point Gauss-Legendre on panels of
-    width ≤ 4 down to `v = log(min s) - 40`; below it the integrand is 1 to first order.
+    in `v` at `-log c_j`) by composite 16-point Gauss-Legendre on panels of width 4
+    down to `v ≤ log(min s) - 40`; below it the integrand is 1 to first order.
     """
     if m == 1:
         return 1.0 if rejects == 0 else 0.0
@@ -87,16 +100,11 @@ def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> fl
     power = m - 2 + rejects
     if s.size == 0:
         return (m - 1) / (m - 1 + rejects)
-    values, counts = np.unique(s, return_counts=True)
-    lower = min(-40.0, math.log(values[0]) - 40.0)
-    panels = int(math.ceil(-lower / 4.0))
-    h = -lower / panels
-    v = (lower + h * np.arange(panels)[:, None] + (_GL_NODES[None, :] + 1.0) * h / 2).ravel()
-    log_s = np.log(values)[:, None]
-    steps = log_s - np.logaddexp(log_s, np.log1p(-values)[:, None] + v[None, :])
-    log_f = v + power * np.log1p(-np.exp(v)) + counts @ steps
-    integral = float(np.dot(np.tile(_GL_WEIGHTS * h / 2, panels), np.exp(log_f)))
-    return (m - 1) * (integral + math.exp(lower))
+    panels = int(math.ceil((40.0 - min(math.log(float(s.min())), 0.0)) / 4.0))
+    v, log1m_u, u, weights = _grid(panels)
+    c = (1.0 - s) / s
+    log_f = v + power * log1m_u - np.log1p(c[:, None] * u[None, :]).sum(axis=0)
+    return (m - 1) * (float(weights @ np.exp(log_f)) + math.exp(-4.0 * panels))
 
 
 def monte_carlo_estimate(
@@ -151,7 +159,8 @@ class _Pool:
         self.total = float(self.cdf[-1]) if len(probs) else 0.0
         self.removed: list[int] = []  # removed since the last fold, sorted
         self.removed_mass = 0.0
-        self.live = int(np.count_nonzero(probs > 0))
+        self.alive = probs > 0
+        self.live = int(np.count_nonzero(self.alive))
 
     @property
     def mass(self) -> float:
@@ -161,6 +170,7 @@ class _Pool:
     def remove(self, i: int) -> None:
         bisect.insort(self.removed, i)
         self.removed_mass += float(self.probs[i])
+        self.alive[i] = False
         self.live -= 1
         if len(self.removed) >= self.fold_at:
             self.base = self.base.copy() if self.base is self.probs else self.base
@@ -169,24 +179,27 @@ class _Pool:
             self.removed = []
 
     def live_indices(self) -> np.ndarray:
-        pool = self.base.copy()
-        pool[self.removed] = 0.0
-        return np.flatnonzero(pool > 0)
+        return np.flatnonzero(self.alive)
 
-    def locate(self, u: float) -> int:
-        """The entry at position `u ∈ [0, mass)` of the remaining mass."""
+    def locate_many(self, u: np.ndarray) -> np.ndarray:
+        """`locate` of each entry of `u` (positions in `[0, mass)`), in one pass."""
         x = u
         if self.removed:
             r = np.array(self.removed)
             s = np.cumsum(self.probs[r])
-            j = int(np.searchsorted(self.cdf[r] - s, u, side="right"))
-            if j:
-                x = u + float(s[j - 1])
-        i = min(int(np.searchsorted(self.cdf, x, side="right")), len(self.probs) - 1)
-        if self.base[i] <= 0 or i in self.removed:  # rounding at a boundary: the nearest live entry
+            j = np.searchsorted(self.cdf[r] - s, u, side="right")
+            x = u + np.concatenate(([0.0], s))[j]
+        i = np.minimum(np.searchsorted(self.cdf, x, side="right"), len(self.probs) - 1)
+        stray = ~self.alive[i]
+        if stray.any():  # rounding at a boundary: the nearest live entry
             live = self.live_indices()
-            i = int(live[np.argmin(np.abs(live - i))])
+            for k in np.flatnonzero(stray):
+                i[k] = live[np.argmin(np.abs(live - i[k]))]
         return i
+
+    def locate(self, u: float) -> int:
+        """The entry at position `u ∈ [0, mass)` of the remaining mass."""
+        return int(self.locate_many(np.array([u], dtype=np.float64))[0])
 
 
 class _Chooser:
@@ -196,17 +209,19 @@ class _Chooser:
         self.tokens, self.draw, self.rng = tokens, draw, rng
         self.logp = 0.0
 
-    def token(self, pool: _Pool, mass: float) -> int:
+    def block(self, pool: _Pool, mass: float, k: int) -> list[int]:
+        """`k` independent draws from the pool as it is now (its mass is `mass`)."""
         probs = pool.probs
         if self.draw is not None:
             live = pool.live_indices()
             options = {self.tokens[i]: float(probs[i] / mass) for i in live}
-            pick = self.draw(options)
-            i = next(j for j in live if self.tokens[j] == pick)
-        else:
-            i = pool.locate(self.rng.random() * pool.mass)
-        self.logp += math.log(probs[i] / mass)
-        return i
+            where = {self.tokens[i]: int(i) for i in live}
+            picks = [where[self.draw(options)] for _ in range(k)]
+            self.logp += sum(math.log(probs[i] / mass) for i in picks)
+            return picks
+        picks = pool.locate_many(self.rng.random(k) * pool.mass)
+        self.logp += float(np.log(probs[picks]).sum()) - k * math.log(mass)
+        return picks.tolist()
 
     def redraws(self, s: float, budget: int) -> int:
         """Skipped redraws of known rejects: `Geometric(s)` failures, capped at `budget`."""
@@ -294,7 +309,10 @@ class AWRS(TokenSampler):
         self.max_accepts = int(max_accepts)
         self.max_rejects = max_rejects
         self.n_monte_carlo_samples = n_monte_carlo_samples
+        self._allowed_next = getattr(condition, "allowed_next", None)
         super().__init__(Product(self.potential, self.condition))
+
+    block_size = 8  # draws checked together when the condition has `allowed_next`
 
     async def _allowed(self, context: list, token: Any) -> bool:
         if token == self.potential.eos:
@@ -311,11 +329,14 @@ class AWRS(TokenSampler):
                 self.potential.logw_next(context), self.proposal.logw_next(context)
             )
             w, q = fold_nan(wl.weights), fold_nan(ql.weights)
-        log_q = logsumexp(q)
-        if log_q == NEG_INF:
+        top = float(q.max()) if q.size else NEG_INF
+        if top == NEG_INF:
             return self.potential.eos, NEG_INF, NEG_INF
         support = np.flatnonzero(q > NEG_INF) if self.prune_logws else np.arange(len(q))
-        probs = np.exp(q[support] - log_q)
+        probs = np.exp(q[support] - top)
+        total = float(probs.sum())
+        probs /= total
+        log_q = top + math.log(total)
         vocab_eos = self.potential.vocab_eos
         tokens = [vocab_eos[i] for i in support] if draw is not None else None
         rng = self.rng if self.rng is not None else current_rng()
@@ -324,18 +345,34 @@ class AWRS(TokenSampler):
             return self.potential.eos, NEG_INF, found.logp
         index = int(support[found.first])
         if self.proposal is None:
-            ratio = float(logsumexp(w))
+            ratio = log_q
         else:
             ratio = float(w[index] - (q[index] - log_q))
         return vocab_eos[index], ratio + found.log_z, found.logp
 
-    async def search(self, context, support, probs, choose: _Chooser) -> Search:
-        """Draw, check and remove rejects until the stopping rule; estimate `Ẑ`."""
+    async def _check(self, context: list, support: np.ndarray, positions: list[int]) -> list[bool]:
+        """Whether each support position's token may follow `context`."""
+        if self._allowed_next is not None:
+            return (await self._allowed_next(context, support[positions])).tolist()
         vocab_eos = self.potential.vocab_eos
+        return [await self._allowed(context, vocab_eos[int(support[i])]) for i in positions]
+
+    async def search(self, context, support, probs, choose: _Chooser) -> Search:
+        """Draw, check and remove rejects until the stopping rule; estimate `Ẑ`.
+
+        Draws come in blocks of i.i.d. draws from the pool as it stood at the block's
+        start, checked together. Walking a block in order, a draw of a reject found
+        earlier in the same block is skipped: the draws that remain are then, one by
+        one, draws from the pool with every reject found so far removed, exactly as
+        when each is drawn after the last one's check. Draws after the stopping rule
+        are left unused.
+        """
         pool = _Pool(probs)
         known: dict[int, bool] = {}
         m = self.max_accepts if self.proper_weights else 1
         capped = self.proper_weights and self.max_rejects != float("inf")
+        size = self.block_size if self._allowed_next is not None and not capped else 1
+        grow = size > 1
         accepts = rejects = stream_rejects = 0
         first, first_mass, masses = None, 1.0, []
         while accepts < m:
@@ -346,20 +383,32 @@ class AWRS(TokenSampler):
                 stream_rejects += choose.redraws(mass, int(self.max_rejects) - stream_rejects)
                 if stream_rejects >= self.max_rejects:
                     break
-            masses.append(mass)
-            i = choose.token(pool, mass)
-            if i not in known:
-                known[i] = await self._allowed(context, vocab_eos[int(support[i])])
-                if not known[i]:
+            block = choose.block(pool, mass, size)
+            new = [i for i in dict.fromkeys(block) if i not in known]
+            if new:
+                known.update(zip(new, await self._check(context, support, new)))
+            found: set[int] = set()
+            for i in block:
+                if known[i]:
+                    masses.append(mass)
+                    accepts += 1
+                    if first is None:
+                        first, first_mass = i, mass
+                    if accepts >= m:
+                        break
+                elif i not in found:
+                    masses.append(mass)
+                    found.add(i)
                     rejects += 1
                     stream_rejects += 1
                     pool.remove(i)
+                    mass = pool.mass
                     if capped and stream_rejects >= self.max_rejects:
                         break
-                    continue
-            accepts += 1
-            if first is None:
-                first, first_mass = i, mass
+            if capped and stream_rejects >= self.max_rejects:
+                break
+            if grow:  # many rejects: fewer, longer blocks
+                size = min(2 * size, 4096)
         z = self._estimate(first, accepts, rejects, stream_rejects, first_mass, masses, choose)
         with np.errstate(divide="ignore"):
             return Search(first, float(np.log(z)), choose.logp, len(known))
