@@ -21,8 +21,42 @@ def row(values):
 
 @pytest.fixture
 def method():
+    before = draw_mod.get_draw_method()
     yield
-    set_draw_method("gumbel_max")
+    set_draw_method(before)
+
+
+def test_inverse_cdf_is_the_default():
+    assert draw_mod.get_draw_method() == "inverse_cdf"
+
+
+@pytest.mark.parametrize("v", [1, 5, 63, 64, 65, 200, 4096])
+def test_two_level_inverse_cdf_equals_the_full_cdf(v):
+    gen = np.random.default_rng(v)
+    probs = gen.random((7, v)) * (gen.random((7, v)) < 0.6)
+    probs[:, -1] += 0.1  # every row has mass
+    u = gen.random(7)
+    idx, total = draw_mod._locate(probs, u)
+    cdf = np.cumsum(probs, axis=1)
+    full = np.minimum((cdf <= (u * cdf[:, -1])[:, None]).sum(axis=1), v - 1)
+    np.testing.assert_allclose(total, probs.sum(axis=1), rtol=1e-12)
+    # Equal, except where u sits within rounding of an entry boundary.
+    for r in range(7):
+        if idx[r] != full[r]:
+            assert abs(u[r] * cdf[r, -1] - cdf[r, min(idx[r], full[r])]) < 1e-12 * cdf[r, -1]
+    assert np.all(probs[np.arange(7), idx] > 0)
+
+
+def test_inverse_cdf_never_returns_an_entry_without_mass():
+    v = 300
+    probs = np.zeros((4, v))
+    probs[0, 0] = 1.0  # mass only at the start
+    probs[1, v - 1] = 1.0  # only at the end (in the short last block)
+    probs[2, [63, 64]] = [1e-300, 1.0]  # across a block boundary
+    probs[3, ::64] = 1.0
+    for u in [0.0, 0.5, np.nextafter(1.0, 0.0)]:
+        idx, _ = draw_mod._locate(probs, np.full(4, u))
+        assert np.all(probs[np.arange(4), idx] > 0), (u, idx)
 
 
 @pytest.mark.parametrize("name", DRAW_METHODS)
@@ -104,3 +138,22 @@ async def test_draw_callback_replaces_the_random_choice():
     d = await draw_from(row([1, 1, 2, 0]), draw=choose)
     assert d.token == "c" and d.logp == pytest.approx(math.log(0.5))
     assert seen == pytest.approx({"a": 0.25, "b": 0.25, "c": 0.5})
+
+
+@pytest.mark.parametrize("name", DRAW_METHODS)
+async def test_draws_over_many_blocks_follow_the_row(name, method):
+    set_draw_method(name)
+    v = 150  # three blocks of the inverse CDF, the last one short
+    gen = np.random.default_rng(5)
+    probs = gen.random(v) * (gen.random(v) < 0.5)
+    probs /= probs.sum()
+    vocab = [f"t{i}" for i in range(v - 1)] + [EOS]
+    with np.errstate(divide="ignore"):
+        w = LazyWeights(np.log(probs), {t: i for i, t in enumerate(vocab)}, vocab)
+    n = 20000
+    with using_rng(np.random.default_rng(1)):
+        draws = await asyncio.gather(*(draw_from(w) for _ in range(n)))
+    counts = np.bincount([vocab.index(d.token) for d in draws], minlength=v)
+    sigma = np.sqrt(n * probs * (1 - probs))
+    assert np.all(np.abs(counts - n * probs) <= 5 * sigma + 1e-9)
+    assert np.all(counts[probs == 0] == 0)

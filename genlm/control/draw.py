@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from genlm.control.weights import NEG_INF, LazyWeights, fold_nan, logsumexp
 from genlm.control.window import Window
 
 DRAW_METHODS = ("gumbel_max", "multinomial", "inverse_cdf")
-_draw_method = "gumbel_max"
+_draw_method = "inverse_cdf"
 
 _rng: contextvars.ContextVar[np.random.Generator | None] = contextvars.ContextVar(
     "genlm_control_rng", default=None
@@ -33,8 +33,9 @@ def set_draw_method(name: str) -> None:
     """Choose the categorical sampler used by every draw.
 
     All methods draw from the same distribution; they consume randomness
-    differently (`inverse_cdf` uses one uniform per draw, which suits
-    common-random-number experiments).
+    differently. `inverse_cdf` (the default) uses one uniform per draw, which is the
+    cheapest on a CPU and suits common-random-number experiments; `gumbel_max` uses
+    one exponential per vocabulary entry; `multinomial` is NumPy's `choice`.
 
     Raises:
         ValueError: if `name` is not one of `DRAW_METHODS`.
@@ -81,19 +82,50 @@ class Draw(NamedTuple):
 
 
 class _Request(NamedTuple):
-    row: np.ndarray
-    rng: np.random.Generator
+    rows: np.ndarray  # (n, V) log weights
+    rngs: list  # one generator per row
     method: str
 
 
 _TINY = np.finfo(np.float64).tiny
+_BLOCK = 64
+
+
+def _locate(probs: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse-CDF indices of the uniforms `u` (one per row) in rows of nonnegative
+    mass, and the row totals.
+
+    Two levels instead of a cumulative sum over the row: the sums of blocks of
+    `_BLOCK` entries locate the block, a cumulative sum inside it locates the entry.
+    An entry of zero mass is never returned while its row has mass (rounding at a
+    block boundary steps back to the nearest entry with mass).
+    """
+    n, v = probs.shape
+    starts = np.arange(0, v, _BLOCK)
+    block_cdf = np.cumsum(np.add.reduceat(probs, starts, axis=1), axis=1)
+    total = block_cdf[:, -1]
+    target = u * total
+    rows = np.arange(n)
+    block = np.minimum((block_cdf <= target[:, None]).sum(axis=1), len(starts) - 1)
+    below = np.where(block > 0, block_cdf[rows, np.maximum(block - 1, 0)], 0.0)
+    cols = (block * _BLOCK)[:, None] + np.arange(_BLOCK)
+    inner = np.where(cols < v, probs[rows[:, None], np.minimum(cols, v - 1)], 0.0)
+    np.cumsum(inner, axis=1, out=inner)
+    idx = block * _BLOCK + np.minimum((inner <= (target - below)[:, None]).sum(axis=1), _BLOCK - 1)
+    idx = np.minimum(idx, v - 1)
+    for r in np.flatnonzero((probs[rows, idx] <= 0) & (total > 0)):
+        mass = np.flatnonzero(probs[r] > 0)
+        earlier = mass[mass <= idx[r]]
+        idx[r] = earlier[-1] if earlier.size else mass[0]
+    return idx, total
 
 
 def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray, np.ndarray]:
     """Indices drawn from each row of log weights, and the row log-sums.
 
     One pass computes `p = exp(row - max(row))`, which gives both `log Σw` and the
-    draw. `gumbel_max` takes `argmax_i p_i / E_i` with `E_i ~ Exp(1)`, which is
+    draw. `inverse_cdf` locates one uniform per row in the CDF of `p`; `gumbel_max`
+    takes `argmax_i p_i / E_i` with `E_i ~ Exp(1)`, which is
     `argmax_i (log w_i + G_i)` with the Gumbel variables `G_i = -log E_i`.
     """
     n, v = rows.shape
@@ -101,7 +133,10 @@ def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray,
     peak = np.where(np.isfinite(peak), peak, 0.0)
     probs = np.subtract(rows, peak[:, None])
     np.exp(probs, out=probs)
-    total = probs.sum(axis=1)
+    if method == "inverse_cdf":
+        idx, total = _locate(probs, np.fromiter((rng.random() for rng in rngs), dtype=np.float64, count=n))
+    else:
+        total = probs.sum(axis=1)
     with np.errstate(divide="ignore"):
         log_z = np.log(total) + peak
     if method == "gumbel_max":
@@ -111,11 +146,7 @@ def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray,
         np.maximum(race, _TINY, out=race)  # an exact 0 would make 0/0 = NaN win argmax
         np.divide(probs, race, out=race)
         idx = np.argmax(race, axis=1)
-    elif method == "inverse_cdf":
-        cdf = np.cumsum(probs, axis=1)
-        u = np.array([rng.random() for rng in rngs]) * cdf[:, -1]
-        idx = np.minimum((cdf <= u[:, None]).sum(axis=1), v - 1)
-    else:  # multinomial
+    elif method == "multinomial":
         idx = np.array(
             [
                 rng.choice(v, p=p / t) if t > 0 else 0
@@ -125,16 +156,23 @@ def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray,
     return idx, log_z
 
 
-async def _flush(requests: list[_Request]) -> list[tuple[int, float]]:
+async def _flush(requests: list[_Request]) -> list[tuple[np.ndarray, np.ndarray]]:
     out: list[Any] = [None] * len(requests)
     groups: dict[tuple[int, str], list[int]] = {}
     for i, r in enumerate(requests):
-        groups.setdefault((r.row.shape[0], r.method), []).append(i)
+        groups.setdefault((r.rows.shape[1], r.method), []).append(i)
     for (_, method), members in groups.items():
-        rows = np.stack([requests[i].row for i in members])
-        idx, log_z = _sample_rows(rows, [requests[i].rng for i in members], method)
-        for j, i in enumerate(members):
-            out[i] = (int(idx[j]), float(log_z[j]))
+        if len(members) == 1:
+            rows = requests[members[0]].rows
+        else:
+            rows = np.concatenate([requests[i].rows for i in members])
+        rngs = [g for i in members for g in requests[i].rngs]
+        idx, log_z = _sample_rows(rows, rngs, method)
+        start = 0
+        for i in members:
+            n = len(requests[i].rngs)
+            out[i] = (idx[start : start + n], log_z[start : start + n])
+            start += n
     return out
 
 
@@ -171,20 +209,60 @@ async def draw_from(
             if index is None:
                 raise ValueError("draw returned a token outside the vocabulary")
     else:
-        index, log_z = await _window.submit(_Request(row, current_rng(), _draw_method))
-    token = weights.decode[index]
+        indices, log_zs = await _window.submit(_Request(row[None, :], [current_rng()], _draw_method))
+        index, log_z = int(indices[0]), float(log_zs[0])
+    return _result(weights, row, index, log_z, target)
+
+
+def _result(weights: LazyWeights, row: np.ndarray, index: int, log_z: float, target: LazyWeights | None) -> Draw:
     if log_z == NEG_INF:
         return Draw(weights.decode[-1], NEG_INF, NEG_INF)
+    token = weights.decode[index]
     logp = float(row[index] - log_z)
     if target is None:
         return Draw(token, logp, float(log_z))
     return Draw(token, logp, float(fold_nan(target.weights[index : index + 1])[0]) - logp)
 
 
+async def draw_many(
+    weights: Sequence[LazyWeights],
+    rngs: Sequence[np.random.Generator],
+    targets: Sequence[LazyWeights] | None = None,
+) -> list[Draw]:
+    """`draw_from` for several rows at once: row `i` is drawn with `rngs[i]` (and
+    weighed under `targets[i]` when given). The rows join the current draw window
+    as one block, so this costs one reduction however many rows there are.
+
+    Raises:
+        ValueError: if the lengths differ or a row is not in log space.
+    """
+    if len(rngs) != len(weights) or (targets is not None and len(targets) != len(weights)):
+        raise ValueError(
+            f"draw_many needs one generator (and target) per row: {len(weights)} rows, "
+            f"{len(rngs)} generators" + ("" if targets is None else f", {len(targets)} targets")
+        )
+    if not weights:
+        return []
+    if not all(w.is_log for w in weights):
+        raise ValueError("draw_many expects log weights")
+    by_length: dict[int, list[int]] = {}
+    for i, w in enumerate(weights):
+        by_length.setdefault(len(w.weights), []).append(i)
+    out: list[Any] = [None] * len(weights)
+    for members in by_length.values():
+        rows = fold_nan(np.stack([weights[i].weights for i in members]))
+        indices, log_zs = await _window.submit(_Request(rows, [rngs[i] for i in members], _draw_method))
+        for j, i in enumerate(members):
+            t = None if targets is None else targets[i]
+            out[i] = _result(weights[i], rows[j], int(indices[j]), float(log_zs[j]), t)
+    return out
+
+
 __all__ = [
     "DRAW_METHODS",
     "Draw",
     "draw_from",
+    "draw_many",
     "set_draw_method",
     "get_draw_method",
     "current_rng",
