@@ -24,16 +24,16 @@ the normalizing constant (Del Moral 2004).
 
 from __future__ import annotations
 
-import asyncio
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
 from genlm.control.constant import EOS
-from genlm.control.draw import using_rng
+from genlm.control.draw import current_rng, using_rng
+from genlm.control.potential.autobatch import AutoBatchedPotential
 from genlm.control.sampler.record import Recorder, RunRecord
 from genlm.control.sampler.resampling import (
     ess,
@@ -43,7 +43,7 @@ from genlm.control.sampler.resampling import (
 )
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF, fold_nan
-from genlm.control.window import BatchAbandoned
+from genlm.control.window import BatchAbandoned, gather_or_cancel
 
 TerminateWhen = Callable[[list], bool]
 
@@ -103,26 +103,9 @@ class SequenceModel:
         """Extend the context by one unit and return the log weight increment.
 
         The context changes only after every await succeeded, so a step that fails
-        can be run again.
+        can be run again. Draws use `genlm.control.draw.current_rng()`.
         """
-        ctx = self.context
-        if len(ctx) >= self.max_tokens - 1:
-            unit, logw = self.eos, float(await self.unit_sampler.logw_eos(ctx))
-        else:
-            unit, logw, _ = await self.unit_sampler.sample(ctx)
-            logw = float(logw)
-        new = [*ctx, unit]
-        ends = self._ends(unit)
-        if not ends and self.terminate_when is not None and self.terminate_when(new):
-            logw += float(await self.unit_sampler.logw_eos(new))
-            new.append(self.eos)
-            ends = True
-        twist = self.twist
-        if self.critic is not None and logw > NEG_INF:
-            twist = float(await self.critic.score(flatten_units(new)))
-            logw += twist - self.twist
-        self.context, self.twist, self.finished = new, twist, ends
-        return logw
+        return float((await step_many([self], [current_rng()]))[0])
 
     def stop(self) -> None:
         """Finish a particle of weight zero, closing its context with EOS."""
@@ -196,11 +179,20 @@ def should_resample(log_weights: np.ndarray, ess_threshold: float) -> bool:
     return ess(log_weights) < ess_threshold * len(log_weights)
 
 
-def _particle_rng(root: np.random.SeedSequence, step: int, slot: int) -> np.random.Generator:
-    """The generator of slot `slot` at step `step`: a function of the run's seed only."""
-    return np.random.default_rng(
-        np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1, step, slot))
-    )
+def _run_key(root: np.random.SeedSequence) -> int:
+    """A 128-bit key that is a function of the run's seed only."""
+    words = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1)).generate_state(2, np.uint64)
+    return int(words[0]) << 64 | int(words[1])
+
+
+def _particle_rng(key: int, step: int, slot: int) -> np.random.Generator:
+    """The generator of slot `slot` at step `step` of the run keyed `key`.
+
+    Philox is counter based: the streams of different (step, slot) pairs start 2^128
+    blocks apart under one key, so they never overlap, and building one costs no
+    seed hashing.
+    """
+    return np.random.Generator(np.random.Philox(counter=(step << 192) | (slot << 128), key=key))
 
 
 async def _retrying(call: Callable[[], Any]) -> Any:
@@ -214,48 +206,130 @@ async def _retrying(call: Callable[[], Any]) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _step_one(particle: SequenceModel, root: np.random.SeedSequence, step: int, slot: int) -> float:
-    async def attempt() -> float:
-        with using_rng(_particle_rng(root, step, slot)):
-            return await particle.step()
+class _Outcome(NamedTuple):
+    """What one step makes of a particle, committed only when the whole step succeeded."""
 
-    return await _retrying(attempt)
+    context: list
+    twist: float
+    finished: bool
 
 
-async def _cancel_all(tasks: list[asyncio.Task]) -> None:
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+async def _sample_all(sampler: Any, contexts: list[list], rngs: list) -> list:
+    batch = getattr(sampler, "batch_sample", None)
+    if batch is not None:
+        return list(await batch(contexts, rngs))
+
+    async def one(context: list, rng: np.random.Generator) -> Any:
+        with using_rng(rng):
+            return await sampler.sample(context)
+
+    return await gather_or_cancel(*(one(c, r) for c, r in zip(contexts, rngs)))
+
+
+async def _logw_eos_all(sampler: Any, contexts: list[list]) -> list:
+    batch = getattr(sampler, "batch_logw_eos", None)
+    if batch is not None:
+        return list(await batch(contexts))
+    return await gather_or_cancel(*(sampler.logw_eos(c) for c in contexts))
+
+
+async def _step_group(particles: list[SequenceModel], rngs: list) -> tuple[np.ndarray, list[_Outcome]]:
+    """One step of particles that share their unit sampler and critic."""
+    first = particles[0]
+    sampler, critic = first.unit_sampler, first.critic
+    n = len(particles)
+    forced = [i for i, p in enumerate(particles) if len(p.context) >= p.max_tokens - 1]
+    drawn = [i for i, p in enumerate(particles) if len(p.context) < p.max_tokens - 1]
+    calls = []
+    if drawn:
+        calls.append(_sample_all(sampler, [particles[i].context for i in drawn], [rngs[i] for i in drawn]))
+    if forced:
+        calls.append(_logw_eos_all(sampler, [particles[i].context for i in forced]))
+    results = await calls[0] if len(calls) == 1 else await gather_or_cancel(*calls)
+    if len(calls) == 1:
+        results = [results]
+    units: list[Any] = [None] * n
+    logws = np.zeros(n, dtype=np.float64)
+    if drawn:
+        for i, (unit, logw, _) in zip(drawn, results[0]):
+            units[i], logws[i] = unit, float(logw)
+    if forced:
+        for i, logw in zip(forced, results[-1]):
+            units[i], logws[i] = particles[i].eos, float(logw)
+    news = [[*p.context, u] for p, u in zip(particles, units)]
+    ends = [p._ends(u) for p, u in zip(particles, units)]
+    stopped = [
+        i
+        for i, p in enumerate(particles)
+        if not ends[i] and p.terminate_when is not None and p.terminate_when(news[i])
+    ]
+    if stopped:
+        for i, logw in zip(stopped, await _logw_eos_all(sampler, [news[i] for i in stopped])):
+            logws[i] += float(logw)
+            news[i].append(particles[i].eos)
+            ends[i] = True
+    twists = [p.twist for p in particles]
+    if critic is not None:
+        scored = [i for i in range(n) if logws[i] > NEG_INF]
+        if scored:
+            contexts = [flatten_units(news[i]) for i in scored]
+            if isinstance(critic, AutoBatchedPotential):
+                values = await critic.batch_score(contexts)
+            else:  # SMC(autobatch=False): one call per particle
+                values = await gather_or_cancel(*(critic.score(c) for c in contexts))
+            for i, value in zip(scored, values):
+                twists[i] = float(value)
+                logws[i] += twists[i] - particles[i].twist
+    return logws, [_Outcome(news[i], twists[i], ends[i]) for i in range(n)]
+
+
+async def step_many(particles: list[SequenceModel], rngs: list) -> np.ndarray:
+    """Step `particles` together and return their log weight increments.
+
+    Particles that share a unit sampler (and critic) make one `batch_sample` call
+    (and one `batch_logw_eos`, one `critic.batch_score`) instead of one call each;
+    particle `i` draws with `rngs[i]`. A unit sampler without `batch_sample` is
+    called once per particle, concurrently. Contexts change only after every call
+    succeeded, so a step that fails can be run again.
+    """
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, p in enumerate(particles):
+        groups.setdefault((id(p.unit_sampler), id(p.critic)), []).append(i)
+    members = list(groups.values())
+
+    async def run(m: list[int]) -> tuple[np.ndarray, list[_Outcome]]:
+        return await _step_group([particles[i] for i in m], [rngs[i] for i in m])
+
+    done = [await run(members[0])] if len(members) == 1 else await gather_or_cancel(*(run(m) for m in members))
+    incs = np.zeros(len(particles), dtype=np.float64)
+    for m, (logws, outcomes) in zip(members, done):
+        incs[m] = logws
+        for i, o in zip(m, outcomes):
+            p = particles[i]
+            p.context, p.twist, p.finished = o.context, o.twist, o.finished
+    return incs
 
 
 async def step_all(
     particles: list[SequenceModel], root: np.random.SeedSequence, step: int, slots: np.ndarray
 ) -> np.ndarray:
-    """Step `particles` concurrently; their log weight increments, NaN folded to `-inf`.
+    """Step `particles` (see `step_many`); their log weight increments, NaN folded to `-inf`.
 
-    If any step raises, the others are cancelled and awaited, then the first
-    exception is raised; no task is left running.
+    Slot `s` draws from a generator that is a function of the run's seed, the step
+    and `s` only, so a seeded run draws the same tokens whatever runs beside it. A
+    step whose batch was abandoned by another run's cancelled task is run again.
 
     Raises:
         ValueError: if an increment is `+inf`.
     """
-    tasks = [
-        asyncio.ensure_future(_step_one(p, root, step, int(s)))
-        for p, s in zip(particles, slots)
-    ]
-    try:
-        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    except BaseException:
-        await _cancel_all(tasks)
-        raise
-    if pending:
-        await _cancel_all(list(pending))
-    # Read every failed task's exception (so none is reported as never retrieved), raise the first.
-    errors = [t.exception() for t in tasks if t.done() and not t.cancelled()]
-    first = next((e for e in errors if e is not None), None)
-    if first is not None:
-        raise first
-    return fold_nan(np.fromiter((t.result() for t in tasks), dtype=np.float64, count=len(tasks)))
+    key = _run_key(root)
+
+    async def attempt() -> np.ndarray:
+        rngs = [_particle_rng(key, step, int(s)) for s in slots]
+        return await step_many(particles, rngs)
+
+    return fold_nan(await _retrying(attempt))
+
 
 
 def _progress(total: float):
@@ -356,4 +430,4 @@ def _print_step(step: int, pop: Population, ancestors: np.ndarray | None) -> Non
         print(f"  resampled: ancestors {ancestors.tolist()}")
 
 
-__all__ = ["SequenceModel", "Population", "smc_standard", "step_all", "should_resample"]
+__all__ = ["SequenceModel", "Population", "smc_standard", "step_all", "step_many", "should_resample"]

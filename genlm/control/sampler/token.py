@@ -13,7 +13,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable
 
-from genlm.control.draw import draw_from
+import numpy as np
+
+from genlm.control.draw import draw_from, draw_many, using_rng
 from genlm.control.potential.base import Potential
 from genlm.control.window import gather_or_cancel
 
@@ -50,6 +52,20 @@ class TokenSampler(ABC):
             log probability of the random choices that produced it.
         """
 
+    async def batch_sample(self, contexts: list[list], rngs: list[np.random.Generator]) -> list[tuple[Any, float, float]]:
+        """`sample` after each context, drawing with `rngs[i]` for context `i`.
+
+        SMC steps its particles with one call of this method. By default it runs
+        `sample` once per context, concurrently; a sampler that can serve the whole
+        batch at once overrides it.
+        """
+
+        async def one(context: list, rng: np.random.Generator) -> tuple[Any, float, float]:
+            with using_rng(rng):
+                return await self.sample(context)
+
+        return await gather_or_cancel(*(one(c, r) for c, r in zip(contexts, rngs)))
+
     async def start_weight(self) -> float:
         """Log weight of the empty sequence under the target: `target.prefix([])`."""
         return await self.target.prefix([])
@@ -59,6 +75,10 @@ class TokenSampler(ABC):
         `target.logw_next(ctx)[EOS] = target.complete(ctx) - target.prefix(ctx)`."""
         logws = await self.target.logw_next(context)
         return logws[self.target.eos]
+
+    async def batch_logw_eos(self, contexts: list[list]) -> list[float]:
+        """`logw_eos` of each context (concurrent calls by default)."""
+        return await gather_or_cancel(*(self.logw_eos(c) for c in contexts))
 
     async def smc(
         self,
@@ -100,6 +120,7 @@ class DirectTokenSampler(TokenSampler):
                     "the proposal's vocabulary must equal the target's, token for token "
                     f"({len(proposal.vocab)} vs {len(potential.vocab)} tokens)"
                 )
+        self.autobatch = autobatch
         self.potential = potential.to_autobatched() if autobatch else potential
         self.proposal = None
         if proposal is not None:
@@ -116,6 +137,20 @@ class DirectTokenSampler(TokenSampler):
             )
             d = await draw_from(q, draw=draw, target=logws)
         return d.token, d.logw, d.logp
+
+    async def batch_sample(self, contexts, rngs):
+        """One `batch_logw_next` call and one stacked draw for the whole batch."""
+        if not self.autobatch or type(self).sample is not DirectTokenSampler.sample:
+            return await super().batch_sample(contexts, rngs)
+        if self.proposal is None:
+            rows = await self.potential.batch_logw_next(contexts)
+            draws = await draw_many(rows, rngs)
+        else:
+            rows, qs = await gather_or_cancel(
+                self.potential.batch_logw_next(contexts), self.proposal.batch_logw_next(contexts)
+            )
+            draws = await draw_many(qs, rngs, targets=rows)
+        return [(d.token, d.logw, d.logp) for d in draws]
 
     def cleanup(self) -> None:
         self.potential.cleanup()
