@@ -128,6 +128,34 @@ async def test_each_step_runs_only_the_new_token(hf):
     assert seen[1:] == [(4, 1)] * 4
 
 
+async def test_continuing_the_latest_rows_reuses_their_cache_and_older_states_stay_exact(hf):
+    lm = fresh(hf)
+    prompt = tuple(hf[1].encode("def f"))
+    seqs = [prompt + (20 + i,) for i in range(3)]
+    await lm.batch_next_token_logprobs(seqs)
+    older = list(seqs)
+    objects = []
+    inner = lm.model.forward
+
+    def forward(input_ids, **kwargs):
+        if "position_ids" in kwargs:  # the backend's forwards, not the reference's
+            objects.append(kwargs.get(lm._cache_arg))
+        return inner(input_ids, **kwargs)
+
+    lm.model.forward = forward
+    try:
+        for t in range(3):  # the same rows, in order: the cache object is passed on
+            seqs = [s + (30 + t,) for s in seqs]
+            assert_rows(lm, seqs, await lm.batch_next_token_logprobs(seqs))
+        # Branching from states of an earlier step builds a new cache from them.
+        branch = [older[2] + (7,), older[0] + (8,)]
+        assert_rows(lm, branch, await lm.batch_next_token_logprobs(branch))
+    finally:
+        del lm.model.forward
+    assert objects[0] is objects[1] is objects[2]
+    assert objects[3] is not objects[2]
+
+
 async def test_long_resampled_run_stays_within_budget_and_exact(hf):
     budget = 2_000_000
     lm = fresh(hf, cache_bytes=budget)

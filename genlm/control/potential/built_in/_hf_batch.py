@@ -80,10 +80,11 @@ def _order(groups: list[Group]) -> list[Group]:
     return sorted(groups, key=lambda g: (-1, 0) if g.past is None else (first[id(g.past.layers)], g.past.row))
 
 
-def _stack_pasts(groups: list[Group], width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _stack_pasts(groups: list[Group], width: int) -> Sequence[tuple[torch.Tensor, torch.Tensor]]:
     """Each layer's pasts stacked over the batch (in `_order`), right-padded with zeros to
     `width`. Rows of one earlier forward are taken with one `index_select` per tensor,
-    or not copied at all when they are that forward's rows in order."""
+    or not copied at all when they are that forward's rows in order (then the
+    earlier forward's own `layers` tuple is returned)."""
     runs: list[tuple[Any, list[int]]] = []
     for g in groups:
         layers = None if g.past is None else g.past.layers
@@ -95,7 +96,7 @@ def _stack_pasts(groups: list[Group], width: int) -> list[tuple[torch.Tensor, to
             runs[-1][1].append(-1)
     example = next(layers for layers, _ in runs if layers is not None)
     if len(runs) == 1 and example[0][0].shape[2] == width and runs[0][1] == list(range(example[0][0].shape[0])):
-        return list(example)
+        return example
     stacked = []
     for layer in range(len(example)):
         pair = []
@@ -170,6 +171,9 @@ class CachedTransformer(AsyncTransformer):
         self._trims_logits = "logits_to_keep" in params
         self._window: Window = Window(self._flush)
         self.forwards = 0
+        # The states of the latest forward and the cache object that holds them: a
+        # forward that continues exactly those rows passes the object on as it is.
+        self._latest: tuple[tuple, Any] | None = None
 
     def prefix_cache(self, lora_name: str | None = None) -> PrefixCache:
         """The cache of sequences evaluated under `lora_name` (None: the base model)."""
@@ -183,11 +187,13 @@ class CachedTransformer(AsyncTransformer):
         for cache in self._prefix_caches.values():
             cache.clear()
         self._prefix_caches = {}
+        self._latest = None
 
     def clear_kv_cache(self) -> None:
         """Forget the cached key/value states (rows stay)."""
         for cache in self._prefix_caches.values():
             cache.drop_kv()
+        self._latest = None
 
     def remove_lora(self, lora_name):
         super().remove_lora(lora_name)
@@ -272,11 +278,17 @@ class CachedTransformer(AsyncTransformer):
         if mask is not None:
             kwargs["attention_mask"] = mask.to(device)
         if width:
-            kwargs[self._cache_arg] = DynamicCache(_stack_pasts(groups, width))
+            pasts = _stack_pasts(groups, width)
+            latest = self._latest
+            reuse = latest is not None and pasts is latest[0]
+            kwargs[self._cache_arg] = latest[1] if reuse else DynamicCache(list(pasts))
+        self._latest = None  # the forward extends the cache object in place
         out = self.model(ids.to(device), **kwargs)
         self.forwards += 1
         states = getattr(out, "cache", None)
-        layers = tuple(_layers(out.past_key_values if states is None else states))
+        states = out.past_key_values if states is None else states
+        layers = tuple(_layers(states))
+        self._latest = (layers, states)
         offset = span - keep
         if len(picks) == len(groups) and all(p == span - 1 for _, p, _ in picks):
             logits = out.logits[:, -1]
@@ -310,7 +322,7 @@ class CachedTransformer(AsyncTransformer):
 def _keys(token_ids_list) -> list[tuple]:
     keys = []
     for ids in token_ids_list:
-        key = tuple(int(i) for i in ids)
+        key = tuple(map(int, ids))
         if not key:
             raise ValueError("Token ids must not be empty")
         keys.append(key)

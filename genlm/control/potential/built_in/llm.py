@@ -58,10 +58,18 @@ class TokenMaps:
         Raises:
             ValueError: a token that is not in the vocabulary (an EOS token included).
         """
-        ids = []
+        # A `Token` is identified by its id: any non-EOS id of the model is in the
+        # vocabulary. The common case (every token a `Token` of this model) is checked
+        # in bulk; anything else goes token by token.
+        if not context:
+            return []
+        if set(map(type, context)) == {Token}:
+            ids = [tok.token_id for tok in context]
+            if min(ids) >= 0 and max(ids) < len(self.decode) and self.eos_id_set.isdisjoint(ids):
+                return ids
         n, eos = len(self.decode), self.eos_id_set
+        ids = []
         for tok in context:
-            # A `Token` is identified by its id: any non-EOS id of the model is in the vocabulary.
             tid = tok.token_id if isinstance(tok, Token) else -1
             ids.append(tid if 0 <= tid < n and tid not in eos else self._slow_id(tok))
         return ids
