@@ -157,3 +157,24 @@ async def test_draws_over_many_blocks_follow_the_row(name, method):
     sigma = np.sqrt(n * probs * (1 - probs))
     assert np.all(np.abs(counts - n * probs) <= 5 * sigma + 1e-9)
     assert np.all(counts[probs == 0] == 0)
+
+
+@pytest.mark.parametrize("name", DRAW_METHODS)
+async def test_draw_many_equals_one_draw_per_row(name, method):
+    set_draw_method(name)
+    gen = np.random.default_rng(2)
+    rows = [row(gen.random(4) * (gen.random(4) < 0.8) + 1e-3) for _ in range(6)]
+    many = await draw_mod.draw_many(rows, [np.random.default_rng(i) for i in range(6)], targets=rows[::-1])
+    for i, w in enumerate(rows):
+        with using_rng(np.random.default_rng(i)):
+            one = await draw_from(w, target=rows[::-1][i])
+        assert many[i] == one
+
+
+async def test_draw_many_checks_its_arguments():
+    w = row([1, 1, 1, 1])
+    with pytest.raises(ValueError, match="one generator"):
+        await draw_mod.draw_many([w, w], [np.random.default_rng(0)])
+    with pytest.raises(ValueError, match="log weights"):
+        await draw_mod.draw_many([LazyWeights(np.ones(4), ENCODE, VOCAB, log=False)], [np.random.default_rng(0)])
+    assert await draw_mod.draw_many([], []) == []

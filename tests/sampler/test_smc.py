@@ -254,6 +254,53 @@ async def test_seed_is_reproducible_solo_and_gathered(draw_method):
 # Batching ----------------------------------------------------------------
 
 
+class PerParticle(DirectTokenSampler):
+    """The direct sampler with its own `sample`, so SMC calls it once per particle."""
+
+    async def sample(self, context, draw=None):
+        return await DirectTokenSampler.sample(self, context, draw)
+
+
+class DuckSampler:
+    """A unit sampler that is not a `TokenSampler` (no batch methods)."""
+
+    def __init__(self, inner):
+        self.inner, self.target = inner, inner.target
+
+    async def sample(self, context, draw=None):
+        return await self.inner.sample(context, draw)
+
+    async def start_weight(self):
+        return await self.inner.start_weight()
+
+    async def logw_eos(self, context):
+        return await self.inner.logw_eos(context)
+
+
+@pytest.mark.parametrize("draw_method", ["gumbel_max", "inverse_cdf"])
+async def test_batched_step_draws_what_per_particle_steps_draw(draw_method):
+    before = get_draw_method()
+    set_draw_method(draw_method)
+    try:
+        kw = dict(n_particles=7, ess_threshold=0.7, max_tokens=5)
+        batched = await SMC(direct_token_sampler(ab_lm()), CountCritic())(seed=3, **kw)
+        single = await SMC(PerParticle(ab_lm()), CountCritic())(seed=3, **kw)
+        model = SequenceModel(DuckSampler(direct_token_sampler(ab_lm())), max_tokens=5)
+        duck = await smc_standard(model, 7, 0.7, seed=3)
+        plain = await smc_standard(SequenceModel(direct_token_sampler(ab_lm()), max_tokens=5), 7, 0.7, seed=3)
+    finally:
+        set_draw_method(before)
+    assert _same(batched, single)
+    assert [p.context for p in duck] == [p.context for p in plain]
+    assert np.array_equal(duck.log_weights, plain.log_weights)
+
+
+async def test_batched_step_is_one_potential_call_per_step():
+    lm = ab_lm()
+    await SMC(direct_token_sampler(lm))(n_particles=9, ess_threshold=0.5, max_tokens=4, seed=0)
+    assert lm.batch_calls <= 4  # one per step (fewer when every particle ended early)
+
+
 async def test_gathered_runs_share_batches():
     lm = ab_lm()
     sampler = direct_token_sampler(lm)
