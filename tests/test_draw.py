@@ -178,3 +178,15 @@ async def test_draw_many_checks_its_arguments():
     with pytest.raises(ValueError, match="log weights"):
         await draw_mod.draw_many([LazyWeights(np.ones(4), ENCODE, VOCAB, log=False)], [np.random.default_rng(0)])
     assert await draw_mod.draw_many([], []) == []
+
+
+def test_rows_of_one_block_are_drawn_in_place_and_others_are_stacked():
+    block = np.arange(12, dtype=np.float64).reshape(3, 4)
+    view = draw_mod._block(list(block))
+    assert np.shares_memory(view, block)
+    np.testing.assert_array_equal(view, block)
+    assert draw_mod._block([block[2], block[0], block[1]]) is not block  # not in order
+    np.testing.assert_array_equal(draw_mod._block([block[2], block[0], block[1]]), block[[2, 0, 1]])
+    np.testing.assert_array_equal(draw_mod._block(list(block[:2])), block[:2])
+    wide = np.zeros((3, 8))
+    np.testing.assert_array_equal(draw_mod._block([r[:4] for r in wide]), np.zeros((3, 4)))

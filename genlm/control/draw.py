@@ -214,6 +214,24 @@ async def draw_from(
     return _result(weights, row, index, log_z, target)
 
 
+def _block(rows: list[np.ndarray]) -> np.ndarray:
+    """The rows as one 2-D array: a view when they lie back to back in one buffer
+    (as the rows of `Potential.rows_to_weights` do), else a stacked copy."""
+    first = rows[0]
+    base = first.base
+    if base is not None and first.dtype == np.float64 and first.flags.c_contiguous:
+        start, stride = first.ctypes.data, first.nbytes
+        if all(
+            r.base is base and r.flags.c_contiguous and r.shape == first.shape and r.dtype == first.dtype
+            and r.ctypes.data == start + i * stride
+            for i, r in enumerate(rows)
+        ):
+            return np.lib.stride_tricks.as_strided(
+                first, shape=(len(rows), len(first)), strides=(stride, first.itemsize), writeable=False
+            )
+    return np.stack(rows)
+
+
 def _result(weights: LazyWeights, row: np.ndarray, index: int, log_z: float, target: LazyWeights | None) -> Draw:
     if log_z == NEG_INF:
         return Draw(weights.decode[-1], NEG_INF, NEG_INF)
@@ -250,7 +268,7 @@ async def draw_many(
         by_length.setdefault(len(w.weights), []).append(i)
     out: list[Any] = [None] * len(weights)
     for members in by_length.values():
-        rows = fold_nan(np.stack([weights[i].weights for i in members]))
+        rows = fold_nan(_block([weights[i].weights for i in members]))
         indices, log_zs = await _window.submit(_Request(rows, [rngs[i] for i in members], _draw_method))
         for j, i in enumerate(members):
             t = None if targets is None else targets[i]

@@ -494,3 +494,19 @@ async def test_without_autobatch_the_critic_is_called_per_particle():
     same = await SMC(DirectTokenSampler(ab_lm()), batched)(6, 0.5, 4, seed=0)
     assert batched.batch_calls > 0
     assert _same(seqs, same), "batching changes the schedule, not the result"
+
+
+def test_slot_streams_depend_on_seed_step_and_slot_only():
+    from genlm.control.sampler.smc import SlotStreams
+
+    def first(streams, step, slots):
+        return [g.random(3).tolist() for g in streams.at(step, slots)]
+
+    a, b = SlotStreams(np.random.SeedSequence(5)), SlotStreams(np.random.SeedSequence(5))
+    ref = first(a, 2, [0, 1, 2])
+    first(b, 7, [2, 1])  # another history of use
+    assert first(b, 2, [2, 0, 1]) == [ref[2], ref[0], ref[1]]
+    assert first(a, 2, [0, 1, 2]) == ref  # re-pointed at the start of the stream
+    values = {tuple(v) for v in ref + first(a, 3, [0, 1, 2])}
+    assert len(values) == 6
+    assert first(SlotStreams(np.random.SeedSequence(6)), 2, [0]) != ref[:1]

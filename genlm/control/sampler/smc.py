@@ -179,20 +179,38 @@ def should_resample(log_weights: np.ndarray, ess_threshold: float) -> bool:
     return ess(log_weights) < ess_threshold * len(log_weights)
 
 
-def _run_key(root: np.random.SeedSequence) -> int:
-    """A 128-bit key that is a function of the run's seed only."""
-    words = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1)).generate_state(2, np.uint64)
-    return int(words[0]) << 64 | int(words[1])
+class SlotStreams:
+    """The generators of a run's particle slots, one independent stream per (step, slot).
 
-
-def _particle_rng(key: int, step: int, slot: int) -> np.random.Generator:
-    """The generator of slot `slot` at step `step` of the run keyed `key`.
-
-    Philox is counter based: the streams of different (step, slot) pairs start 2^128
-    blocks apart under one key, so they never overlap, and building one costs no
-    seed hashing.
+    Philox is counter based: under the run's key, the stream of slot `s` at step `t`
+    starts at counter `(t, s)` (2^128 blocks from any other), so it is a function of
+    the run's seed, the step and the slot only. One `Generator` per slot is made once
+    and re-pointed at each step, which costs no seed hashing.
     """
-    return np.random.Generator(np.random.Philox(counter=(step << 192) | (slot << 128), key=key))
+
+    def __init__(self, root: np.random.SeedSequence):
+        words = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1)).generate_state(2, np.uint64)
+        self._key = words
+        self._gens: dict[int, np.random.Generator] = {}
+
+    def at(self, step: int, slots: Any) -> list[np.random.Generator]:
+        """The generators of `slots` for step `step`, each at the start of its stream."""
+        out = []
+        for slot in slots:
+            slot = int(slot)
+            gen = self._gens.get(slot)
+            if gen is None:
+                gen = self._gens[slot] = np.random.Generator(np.random.Philox(key=self._key))
+            gen.bit_generator.state = {
+                "bit_generator": "Philox",
+                "state": {"counter": np.array([0, 0, slot, step], dtype=np.uint64), "key": self._key},
+                "buffer": np.zeros(4, dtype=np.uint64),
+                "buffer_pos": 4,
+                "has_uint32": 0,
+                "uinteger": 0,
+            }
+            out.append(gen)
+        return out
 
 
 async def _retrying(call: Callable[[], Any]) -> Any:
@@ -311,7 +329,11 @@ async def step_many(particles: list[SequenceModel], rngs: list) -> np.ndarray:
 
 
 async def step_all(
-    particles: list[SequenceModel], root: np.random.SeedSequence, step: int, slots: np.ndarray
+    particles: list[SequenceModel],
+    root: np.random.SeedSequence,
+    step: int,
+    slots: np.ndarray,
+    streams: SlotStreams | None = None,
 ) -> np.ndarray:
     """Step `particles` (see `step_many`); their log weight increments, NaN folded to `-inf`.
 
@@ -322,11 +344,10 @@ async def step_all(
     Raises:
         ValueError: if an increment is `+inf`.
     """
-    key = _run_key(root)
+    streams = SlotStreams(root) if streams is None else streams
 
     async def attempt() -> np.ndarray:
-        rngs = [_particle_rng(key, step, int(s)) for s in slots]
-        return await step_many(particles, rngs)
+        return await step_many(particles, streams.at(step, slots))
 
     return fold_nan(await _retrying(attempt))
 
@@ -384,6 +405,7 @@ async def smc_standard(
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
     root = np.random.SeedSequence(seed)
     rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(0,)))
+    streams = SlotStreams(root)
     start = float(fold_nan(np.array([await _retrying(model.start)]))[0])
     pop = Population.of(model, n_particles, start)
     if start == NEG_INF:
@@ -395,7 +417,7 @@ async def smc_standard(
     with _progress(model.max_tokens) as bar:
         while not pop.done.all():
             live = np.flatnonzero(~pop.done)
-            incs = await step_all([pop.particles[i] for i in live], root, step, live)
+            incs = await step_all([pop.particles[i] for i in live], root, step, live, streams)
             pop.log_weights[live] += incs
             for i in live.tolist():
                 p = pop.particles[i]
