@@ -8,9 +8,12 @@ benchmarks/results/latest.json. Each workload and its floor (plain batched
 ancestral sampling with a KV cache, same model, batch size and tokens; see
 `floor.py`) are timed back to back in the same process, repeat after repeat, so
 a machine shared with other jobs slows both alike; the ratio reported is the
-median over repeats of `workload time / floor time`. Every run is warmed up once
-first. The LM's caches are cleared before every timed run; constraint potentials
-keep the state caches they built (as in a long session).
+median over repeats of `workload time / floor time`. The floor draws by inverse
+CDF (the cheapest exact draw); the same loop drawing with `torch.multinomial`, as
+`transformers`' `generate` does, is timed too and reported as a second ratio.
+Every run is warmed up once first. The LM's caches are cleared before every
+timed run; constraint potentials keep the state caches they built (as in a long
+session).
 """
 
 from __future__ import annotations
@@ -50,13 +53,15 @@ async def measure(w: Workload, repeats: int) -> dict:
     """Warm up, then alternate floor and workload `repeats` times."""
     w.reset()
     w.floor(0)
+    w.floor(0, "multinomial")
     await w.run(0)
-    floor_s, run_s, tokens, floor_tokens = [], [], [], []
+    floor_s, run_s, tokens, floor_tokens, mult_s = [], [], [], [], []
     for r in range(repeats):
         w.reset()
         t, n = timed(w.floor, r + 1)
         floor_s.append(t)
         floor_tokens.append(n)
+        mult_s.append(timed(w.floor, r + 1, "multinomial")[0])
         w.reset()
         t0 = time.perf_counter()
         n = await w.run(r + 1)
@@ -64,6 +69,9 @@ async def measure(w: Workload, repeats: int) -> dict:
         tokens.append(n)
     ratios = [a / b for a, b in zip(run_s, floor_s)]
     return {
+        "multinomial_floor_s": mult_s,
+        "multinomial_floor_median_s": statistics.median(mult_s),
+        "ratio_to_multinomial_floor": statistics.median(a / b for a, b in zip(run_s, mult_s)),
         "name": w.name,
         "n": w.n,
         "steps": w.steps,
@@ -86,14 +94,16 @@ def row_text(r: dict) -> str:
     target = "" if r.get("target") is None else f"≤ {r['target']:g}×"
     return (
         f"| {r['name']} | {1e3 * r['floor_median_s']:.1f} | {floor_tps:,.0f} | "
-        f"{1e3 * r['run_median_s']:.1f}{step} | {run_tps:,.0f} | **{r['ratio']:.2f}×** | {target} |"
+        f"{1e3 * r['run_median_s']:.1f}{step} | {run_tps:,.0f} | **{r['ratio']:.2f}×** | {target} | "
+        f"{1e3 * r['multinomial_floor_median_s']:.1f} | {r['ratio_to_multinomial_floor']:.2f}× |"
     )
 
 
 def table(rows: list[dict], gathered: tuple[float, float] | None) -> str:
     lines = [
-        "| workload | floor ms | floor tok/s | SMC ms | SMC tok/s | ratio to floor | target |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| workload | floor ms | floor tok/s | SMC ms | SMC tok/s | ratio to floor | target "
+        "| multinomial floor ms | ratio to it |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     lines += [row_text(r) for r in rows]
     if gathered is not None:

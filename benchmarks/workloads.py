@@ -1,8 +1,9 @@
 """The benchmarked workloads, each paired with its floor.
 
 A `Workload` runs one SMC job and returns how many tokens it generated; its
-`floor` runs plain batched ancestral sampling with the same model, batch size and
-number of steps (see `floor.py`) and returns its token count.
+`floor(seed, draw)` runs plain batched ancestral sampling with the same model,
+batch size and number of steps (see `floor.py`; `draw` is "inverse_cdf" or
+"multinomial") and returns its token count.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class Workload:
         n: particles (the floor's batch size).
         steps: the floor's number of tokens per sequence.
         run: `await run(seed)` runs the job and returns the tokens it generated.
-        floor: `floor(seed)` runs the floor and returns its tokens.
+        floor: `floor(seed, draw)` runs the floor and returns its tokens.
         reset: called before each timed run (clears the LM's caches).
         per_step: report milliseconds per step as well.
     """
@@ -51,7 +52,7 @@ class Workload:
     n: int
     steps: int
     run: Callable[[int], Awaitable[int]]
-    floor: Callable[[int], int]
+    floor: Callable[..., int]
     reset: Callable[[], None] = lambda: None
     per_step: bool = False
 
@@ -93,8 +94,8 @@ def embedded_workloads(names: set[str]) -> list[Workload]:
     def reset() -> None:
         base.model.clear_cache()
 
-    def floor_for(llm, n: int) -> Callable[[int], int]:
-        return lambda seed: lm_floor(hf, list(llm._start), n, MAX_TOKENS, seed)
+    def floor_for(llm, n: int) -> Callable[..., int]:
+        return lambda seed, draw="inverse_cdf": lm_floor(hf, list(llm._start), n, MAX_TOKENS, seed, draw)
 
     def prompted(text: str):
         llm = base.spawn()
@@ -170,7 +171,7 @@ def synthetic_workloads(sizes: list[int]) -> list[Workload]:
     for size in sizes:
         lm = FixedRowLM(synthetic_vocab(size))
         logits = torch.from_numpy(lm.row)
-        floor = (lambda lg: lambda seed: row_floor(lg, 10, MAX_TOKENS, seed))(logits)
+        floor = (lambda lg: lambda seed, draw="inverse_cdf": row_floor(lg, 10, MAX_TOKENS, seed, draw))(logits)
         label = f"{size // 1024}k"
         out.append(Workload(f"synthetic {label}: direct, N=10", 10, MAX_TOKENS, smc_job(direct_token_sampler(lm), 10), floor, per_step=True))
         condition = BoolFSA.from_regex(SYNTHETIC_REGEX).coerce(lm, f=b"".join)
