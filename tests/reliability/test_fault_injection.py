@@ -212,3 +212,36 @@ async def test_cancelling_a_run_that_shares_llm_forwards_leaves_the_others_exact
         for _ in range(3):  # the cancelled run's shielded queries finish unobserved
             await asyncio.sleep(0)
         assert_quiescent()
+
+
+@pytest.mark.parametrize("late", [False, True])
+async def test_a_fault_inside_a_coerced_batch_leaves_no_task(late):
+    from genlm.control.potential.base import Potential
+
+    class Bytes(Potential):
+        """Uniform over the words `a`, `b`, `ab` of `AB`'s bytes."""
+
+        def __init__(self):
+            super().__init__([b"a", b"b", b"ab"])
+
+        async def prefix(self, context):
+            return 0.0
+
+        async def complete(self, context):
+            return 0.0
+
+    def split(context):  # a homomorphism from words to one-byte tokens
+        return [bytes([c]) for c in b"".join(context)]
+
+    inner = Faulty(ab_lm())
+    coerced = inner.coerce(Bytes(), f=split, homomorphic=True)
+    contexts = [[b"a"], [b"ab"], [b"b", b"a"]]
+    clean = await coerced.batch_logw_next(contexts)
+    for at in range(3):
+        inner.arm("logw_next", at, late=late)
+        with pytest.raises(InjectedFault):
+            await coerced.batch_logw_next(contexts)
+        assert_quiescent()
+    inner.disarm()
+    again = await coerced.batch_logw_next(contexts)
+    assert all(np.array_equal(a.weights, b.weights) for a, b in zip(clean, again))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -10,6 +9,7 @@ import numpy as np
 
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.window import gather_or_cancel
 
 
 def is_join(f: Callable) -> bool:
@@ -182,7 +182,7 @@ class Coerced(Potential):
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         if not self.homomorphic:
             return await super().batch_logw_next(contexts)
-        return list(await asyncio.gather(*(self.logw_next(c) for c in contexts)))
+        return list(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
 
     def spawn(self) -> "Coerced":
         c = object.__new__(Coerced)

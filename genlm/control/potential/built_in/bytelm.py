@@ -13,6 +13,7 @@ from genlm.bytes import BeamParams, ByteBeamState
 
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, logsumexp
+from genlm.control.window import gather_or_cancel
 
 N_BYTES = 256
 BYTE_VOCAB = list(range(N_BYTES))
@@ -222,7 +223,7 @@ class ByteLLM(Potential):
 
     async def _path(self, context: Sequence[Any], finished: bool) -> float:
         data = context_bytes(context)
-        rows = await asyncio.gather(*(self._row(data[:i]) for i in range(len(data) + finished)))
+        rows = await gather_or_cancel(*(self._row(data[:i]) for i in range(len(data) + finished)))
         total = 0.0
         for i, row in enumerate(rows):
             total += row[data[i]] if i < len(data) else row[N_BYTES]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from typing import Any, Sequence
@@ -11,6 +10,7 @@ import numpy as np
 
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, logsumexp
+from genlm.control.window import gather_or_cancel
 
 NAMED_EXPONENTS = {
     "sum": 1.0,
@@ -176,12 +176,12 @@ class Ensemble(Potential):
 
     async def logws_next(self, context: list) -> tuple[LazyWeights, LazyWeights]:
         """The two inner potentials' `logw_next(context)`, uncombined."""
-        w1, w2 = await asyncio.gather(self.p1.logw_next(context), self.p2.logw_next(context))
+        w1, w2 = await gather_or_cancel(self.p1.logw_next(context), self.p2.logw_next(context))
         return w1, w2
 
     async def _rows(self, contexts: Sequence[list]) -> np.ndarray:
         """The combined rows of `contexts` as one block: one `batch_logw_next` per inner potential."""
-        rows1, rows2 = await asyncio.gather(
+        rows1, rows2 = await gather_or_cancel(
             self.p1.batch_logw_next(contexts), self.p2.batch_logw_next(contexts)
         )
         return self.combine(_stack(rows1), _stack(rows2))
