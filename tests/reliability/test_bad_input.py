@@ -109,6 +109,7 @@ ROWS = [
     ("regex-invalid", lambda: BoolFSA.from_regex("(a"), ValueError, "invalid regex"),
     ("regex-not-str", lambda: BoolFSA.from_regex(5), TypeError, "must be a str"),
     ("lark-invalid", lambda: BoolCFG.from_lark("start: (("), ValueError, "invalid Lark grammar"),
+    ("lark-not-str", lambda: BoolCFG.from_lark(5), TypeError, "Lark grammar must be a str"),
     ("cfg-string-invalid", lambda: BoolCFG.from_string("S -> ("), ValueError, "invalid grammar"),
     ("schema-invalid", lambda: JsonSchema({"type": "nonsense"}), ValueError, "invalid JSON schema"),
     ("schema-not-dict", lambda: JsonSchema(5), TypeError, "JSON schema is a dict"),

@@ -114,9 +114,12 @@ class WCFG(CachedRecognizer):
         """From a Lark grammar (see `_cfg_lark` for the exact language accepted).
 
         Raises:
+            TypeError: if `grammar` is not a str.
             ValueError: naming the problem, for a grammar Lark rejects or one
                 without a `start` rule.
         """
+        if not isinstance(grammar, str):
+            raise TypeError(f"a Lark grammar must be a str, got {type(grammar).__name__}")
         cfg = cls(lark_to_cfg(grammar, Boolean if cls.boolean else Float), cache_size)
         cfg.lark_grammar = grammar
         return cfg
