@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import gc
 import json
 import os
 import platform
@@ -132,6 +133,11 @@ async def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     ap.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
     ap.add_argument("--sizes", default="4096,32768,131072", help="synthetic vocabulary sizes")
+    ap.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="leave the objects loaded before timing to the cyclic collector (see docs/performance.md)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest.json"))
     args = ap.parse_args()
     names = set(args.only.split(","))
@@ -142,6 +148,11 @@ async def main() -> None:
     workloads = embedded_workloads(names)
     if "synthetic" in names:
         workloads += synthetic_workloads([int(s) for s in args.sizes.split(",")])
+    if not args.no_gc_freeze:
+        # A full collection walks every object of torch, transformers and the loaded
+        # models (about 0.25 s here) and would land in a random repeat.
+        gc.collect()
+        gc.freeze()
     rows = []
     for w in workloads:
         rows.append(await measure(w, args.repeats))
@@ -157,6 +168,7 @@ async def main() -> None:
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
         "repeats": args.repeats,
+        "gc_freeze": not args.no_gc_freeze,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
