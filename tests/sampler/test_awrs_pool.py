@@ -33,4 +33,4 @@ def test_locate_equals_the_cdf_of_the_pool_with_rejects_zeroed(size):
             zeroed[out] = 0.0
             live = live[len(out) :]
             assert sorted(pool.live_indices()) == sorted(np.flatnonzero(zeroed > 0))
-        assert pool.live == 1 and pool.locate(0.0) == live[-1]
+        assert list(pool.live_indices()) == live[-1:] and pool.locate(0.0) == live[-1]

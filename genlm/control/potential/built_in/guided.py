@@ -95,6 +95,7 @@ class GuidedConstraint(CachedRecognizer):
         self.token_maps = maps
         self.engine = engine_vocab(maps)
         self.grammar = compile_grammar(self.engine, kind, source)
+        self._ids = self.engine.vocab_ids.tolist()
         super().__init__(tables=maps.tables)
         self._init_cache()
 
@@ -161,7 +162,7 @@ class GuidedConstraint(CachedRecognizer):
         m = self.matcher(context)
         return 0.0 if m is not None and m.is_accepting() else NEG_INF
 
-    async def allowed_next(self, context: Sequence[Any], indices: np.ndarray) -> np.ndarray:
+    async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> list[bool]:
         """Which of the tokens at `indices` of `vocab_eos` may follow `context`, in one
         call: `prefix(context + [x]) > -inf` for a token `x`, `complete(context) > -inf`
         for EOS (AWRS checks its draws this way).
@@ -169,22 +170,21 @@ class GuidedConstraint(CachedRecognizer):
         A few tokens are checked one by one on the matcher (≈0.4 µs each), more
         against its token mask.
         """
-        indices = np.asarray(indices, dtype=np.intp)
-        out = np.zeros(len(indices), dtype=bool)
         m = self.matcher(context)
         if m is None:
-            return out
-        eos = indices == len(self.vocab)
-        ids = self.engine.vocab_ids[indices[~eos]]
-        if len(ids) <= _FEW:
-            ok = [m.validate_tokens([t]) == 1 for t in ids.tolist()]
-        else:
-            mask = fill_masks(self.engine, [m])[0].view(np.uint32)
-            ok = (mask[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1
-        out[~eos] = ok
-        if eos.any():
-            out[eos] = m.is_accepting()
-        return out
+            return [False] * len(indices)
+        eos = len(self.vocab)
+        if len(indices) <= _FEW:
+            ids = self._ids
+            return [
+                m.is_accepting() if i == eos else m.validate_tokens([ids[i]]) == 1 for i in indices
+            ]
+        rows = np.asarray(indices, dtype=np.intp)
+        ids = self.engine.vocab_ids[np.minimum(rows, eos - 1)]
+        words = fill_masks(self.engine, [m])[0].view(np.uint32)
+        ok = (words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1
+        ok[rows == eos] = m.is_accepting()
+        return ok.tolist()
 
     # Masks --------------------------------------------------------------------
 
@@ -215,12 +215,13 @@ class GuidedConstraint(CachedRecognizer):
 
     def __getstate__(self) -> dict:
         """Engine objects do not pickle: keep the sources, rebuild them on load."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("engine", "grammar", "_cache")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("engine", "grammar", "_cache", "_ids")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.engine = engine_vocab(self.token_maps)
         self.grammar = compile_grammar(self.engine, self.kind, self.source)
+        self._ids = self.engine.vocab_ids.tolist()
         self._init_cache()
 
     def __repr__(self) -> str:
@@ -259,7 +260,7 @@ class GuidedCoerced(Coerced):
     async def batch_complete(self, contexts):
         return await self.guided.batch_complete(contexts)
 
-    async def allowed_next(self, context, indices) -> np.ndarray:
+    async def allowed_next(self, context, indices) -> list[bool]:
         return await self.guided.allowed_next(context, indices)
 
     async def logw_next(self, context) -> LazyWeights:
