@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import math
-import os
 import warnings
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,225 +11,25 @@ import torch
 from genlm.backend.llm import AsyncLM
 from genlm.backend.tokenization.token import Token
 
-from genlm.control.embedded import resolve
 from genlm.control.potential.base import Potential
-from genlm.control.potential.tables import VocabTables, build_tables
+from genlm.control.potential.built_in._llm_loading import (
+    BACKENDS,
+    _check_lora,
+    _default_eos,
+    _max_positions,
+    _start_id,
+    load_model,
+)
+from genlm.control.potential.built_in._token_maps import (
+    TokenMaps,
+    build_token_maps,
+    check_temperature,
+    next_token_rows,
+    temper,
+)
 from genlm.control.weights import LazyWeights
 
-BACKENDS = ("hf", "vllm", "mock")
 _INHERIT: Any = object()  # spawn(): keep the parent's value
-
-
-@dataclass(frozen=True, eq=False)
-class TokenMaps:
-    """The model's tokens split into the potential's vocabulary and its EOS tokens.
-
-    Built once per (model, EOS set) and shared by every spawned copy.
-
-    Attributes:
-        decode: token id → `Token` (the backend's `byte_vocab`).
-        encode: plain bytes → the first id with those bytes.
-        eos_idxs: the ids that all map to `EOS`.
-        eos_tokens: their `Token`s.
-        vocab_idxs: position in the potential's vocabulary → token id.
-        tables: the potential's `VocabTables` (vocabulary = `decode` minus EOS tokens).
-    """
-
-    decode: list
-    encode: dict
-    eos_idxs: tuple
-    eos_tokens: list
-    vocab_idxs: torch.Tensor
-    tables: VocabTables
-
-    @property
-    def potential_vocab(self) -> list:
-        return self.tables.vocab
-
-    def context_ids(self, context: Sequence[Any]) -> list[int]:
-        """The ids of a context of vocabulary tokens (`Token`s, or plain bytes meaning
-        the first vocabulary token with those bytes).
-
-        Raises:
-            ValueError: a token that is not in the vocabulary (an EOS token included).
-        """
-        # A `Token` is identified by its id: any non-EOS id of the model is in the
-        # vocabulary. The common case (every token a `Token` of this model) is checked
-        # in bulk; anything else goes token by token.
-        if not context:
-            return []
-        if set(map(type, context)) == {Token}:
-            ids = [tok.token_id for tok in context]
-            if min(ids) >= 0 and max(ids) < len(self.decode) and self.eos_id_set.isdisjoint(ids):
-                return ids
-        n, eos = len(self.decode), self.eos_id_set
-        ids = []
-        for tok in context:
-            tid = tok.token_id if isinstance(tok, Token) else -1
-            ids.append(tid if 0 <= tid < n and tid not in eos else self._slow_id(tok))
-        return ids
-
-    def _slow_id(self, tok: Any) -> int:
-        lookup, fallback, vocab = self.tables.lookup, self.tables.fallback, self.tables.vocab
-        i = lookup.get(tok) if isinstance(tok, Token) else None
-        if i is None and isinstance(tok, bytes) and not isinstance(tok, Token):
-            i = fallback.get(tok)
-        if i is None or i >= len(vocab):
-            raise ValueError(f"token {tok!r} is not in the language model's vocabulary")
-        return vocab[i].token_id
-
-    @cached_property
-    def eos_id_set(self) -> frozenset:
-        return frozenset(self.eos_idxs)
-
-    @cached_property
-    def vocab_span(self) -> tuple[int, int] | None:
-        """`(a, b)` when the vocabulary's ids are exactly `a, a+1, ..., b-1` in order."""
-        idx = self.vocab_idxs
-        if len(idx) and bool((idx == torch.arange(int(idx[0]), int(idx[0]) + len(idx))).all()):
-            return int(idx[0]), int(idx[0]) + len(idx)
-        return None
-
-
-def build_token_maps(byte_vocab: Sequence[Token], eos_byte_strings: Sequence[bytes]) -> TokenMaps:
-    """Split `byte_vocab` into vocabulary and EOS tokens.
-
-    A `Token` in `eos_byte_strings` names one id; plain bytes name every id with
-    those bytes (so no token with EOS bytes stays in the vocabulary).
-
-    Raises:
-        ValueError: no EOS given, or an EOS byte string that no token has.
-    """
-    if not eos_byte_strings:
-        raise ValueError("eos_byte_strings is empty: a PromptedLLM needs at least one EOS token")
-    encode: dict = {}
-    ids_of: dict = {}
-    for tok in byte_vocab:
-        encode.setdefault(bytes(tok), tok.token_id)
-        ids_of.setdefault(bytes(tok), []).append(tok.token_id)
-    eos_idxs: list = []
-    for e in eos_byte_strings:
-        if isinstance(e, Token):
-            ids = [e.token_id] if 0 <= e.token_id < len(byte_vocab) else []
-        elif isinstance(e, (bytes, bytearray)):
-            ids = ids_of.get(bytes(e), [])
-        else:
-            raise TypeError(f"EOS byte string {e!r} is a {type(e).__name__}, expected bytes")
-        if not ids:
-            raise ValueError(f"EOS byte string {e!r} is not a token of the model's vocabulary")
-        eos_idxs.extend(i for i in ids if i not in eos_idxs)
-    eos_set = set(eos_idxs)
-    vocab = [tok for tok in byte_vocab if tok.token_id not in eos_set]
-    vocab_idxs = torch.tensor([tok.token_id for tok in vocab], dtype=torch.long)
-    return TokenMaps(
-        decode=list(byte_vocab),
-        encode=encode,
-        eos_idxs=tuple(eos_idxs),
-        eos_tokens=[byte_vocab[i] for i in eos_idxs],
-        vocab_idxs=vocab_idxs,
-        tables=build_tables(vocab),
-    )
-
-
-def temper(logprobs: torch.Tensor, temperature: float) -> torch.Tensor:
-    """`log_softmax(logprobs / T)` along the last axis (the identity at `T = 1`)."""
-    if temperature == 1.0:
-        return logprobs
-    return torch.log_softmax(logprobs.float() / temperature, dim=-1)
-
-
-def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps) -> np.ndarray:
-    """Rows over `vocab_eos` from a block of next-token log probabilities.
-
-    `row[x] = logprobs[id(x)]` and `row[EOS] = logsumexp(logprobs[eos_idxs])`; one
-    gather and one host transfer for the whole block.
-    """
-    if len(maps.eos_idxs) == 1:
-        eos = logprobs[:, maps.eos_idxs[0]]
-    else:
-        eos = torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1)
-    span = maps.vocab_span
-    if span is not None:
-        vocab = logprobs[:, span[0] : span[1]]
-    else:
-        vocab = logprobs.index_select(1, maps.vocab_idxs.to(logprobs.device))
-    if logprobs.device.type != "cpu":
-        vocab, eos = vocab.cpu(), eos.cpu()
-    block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=torch.float64)
-    block[:, :-1].copy_(vocab)
-    block[:, -1].copy_(eos)
-    return block.numpy()
-
-
-def check_temperature(temperature: Any) -> float:
-    """`temperature` as a float.
-
-    Raises:
-        TypeError: not a real number.
-        ValueError: not finite and positive.
-    """
-    if isinstance(temperature, bool) or not isinstance(
-        temperature, (int, float, np.floating, np.integer)
-    ):
-        raise TypeError(f"temperature must be a real number, got {temperature!r}")
-    t = float(temperature)
-    if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"temperature must be finite and > 0, got {temperature!r}")
-    return t
-
-
-def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
-    """Load a genlm-backend `AsyncLM` for `name` (the embedded model's name is resolved).
-
-    The HF backend is a `CachedTransformer`: the queries of one event-loop pass share
-    one forward over just the tokens each sequence adds to its cached key/value states.
-
-    Raises:
-        ValueError: unknown backend; OSError: a model that is not found locally;
-        ImportError: vLLM without CUDA or without the `vllm` package.
-    """
-    llm_opts = kwargs.pop("llm_opts", None)
-    if llm_opts is not None:
-        # genlm-backend's `load_model_by_name(name, backend, llm_opts)` spelling.
-        if not isinstance(llm_opts, dict):
-            raise TypeError(f"llm_opts must be a dict, got {type(llm_opts).__name__}")
-        kwargs = {**llm_opts, **kwargs}
-    if backend is None:
-        backend = "vllm" if _vllm_usable() else "hf"
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}: choose one of {list(BACKENDS)}")
-    path = resolve(name)
-    if backend == "vllm" and not _vllm_usable():
-        raise ImportError(
-            "the vLLM backend needs CUDA and the vllm package (`pip install genlm-backend[vllm]`); "
-            "use backend='hf' on CPU"
-        )
-    from genlm.backend.llm import AsyncVirtualLM, MockAsyncLM
-
-    try:
-        if backend == "hf":
-            from genlm.control.potential.built_in._hf_batch import CachedTransformer
-
-            return CachedTransformer.from_name(path, **kwargs)
-        if backend == "mock":
-            return MockAsyncLM.from_name(path, **kwargs)
-        return AsyncVirtualLM.from_name(path, **kwargs)  # pragma: no cover - needs CUDA
-    except (OSError, ValueError) as exc:
-        if os.path.isdir(path):
-            raise
-        offline = (
-            " (downloads are off: HF_HUB_OFFLINE is set)"
-            if os.environ.get("HF_HUB_OFFLINE")
-            else ""
-        )
-        raise OSError(
-            f"model {name!r} could not be found locally (it is neither a model directory "
-            f"nor in the Hugging Face cache) or fetched from the Hub{offline}"
-        ) from exc
-
-
-def _vllm_usable() -> bool:
-    return torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
 
 
 class PromptedLLM(Potential):
@@ -561,7 +356,6 @@ class PromptedLLM(Potential):
             f"T={self._temperature}, eos={[bytes(t) for t in self.token_maps.eos_tokens]!r})"
         )
 
-
 def _retrieve(future: asyncio.Future) -> None:
     """Mark a future's exception as seen (its caller may have been cancelled)."""
     if not future.cancelled():
@@ -576,16 +370,6 @@ def _unique(keys: Sequence[tuple]) -> tuple[list, np.ndarray]:
     return list(index), inverse
 
 
-def _max_positions(model: Any) -> int | None:
-    """The longest sequence a Hugging Face model can read (None when unknown)."""
-    config = getattr(getattr(model, "model", None), "config", None)
-    for name in ("n_positions", "max_position_embeddings"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
 def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 3):
     if eos_tokens is None:
         return eos_byte_strings
@@ -597,33 +381,6 @@ def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 3):
     if eos_byte_strings is not None:
         raise ValueError("give eos_byte_strings or eos_tokens (deprecated), not both")
     return eos_tokens
-
-
-def _default_eos(llm: AsyncLM) -> Token:
-    eos_id = llm.tokenizer.eos_token_id
-    if eos_id is None:
-        raise ValueError("the tokenizer has no EOS token: pass eos_byte_strings")
-    return llm.byte_vocab[eos_id]
-
-
-def _start_id(llm: AsyncLM) -> int:
-    tok = llm.tokenizer
-    start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
-    if start is None:
-        raise ValueError("the tokenizer has neither BOS nor EOS token: give a non-empty prompt")
-    return start
-
-
-def _check_lora(llm: AsyncLM, lora_name: str | None) -> str | None:
-    if lora_name is None:
-        return None
-    if not isinstance(lora_name, str):
-        raise TypeError(f"lora_name must be a str, got {lora_name!r}")
-    if type(llm).add_new_lora is AsyncLM.add_new_lora:
-        raise ValueError(
-            f"LoRA adapter {lora_name!r} requested, but {type(llm).__name__} does not support LoRA adapters"
-        )
-    return lora_name
 
 
 __all__ = ["PromptedLLM", "TokenMaps", "build_token_maps", "load_model", "BACKENDS"]
