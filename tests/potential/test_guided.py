@@ -284,6 +284,58 @@ async def test_contract_checks(llm):
     await c.assert_batch_consistency(contexts + contexts[:1])
 
 
+_COERCED: dict = {}  # pattern → its engine constraint, compiled once
+
+
+@pytest.mark.parametrize("pattern", PATTERNS[:4])
+@HYP
+@given(text=REGEX_TEXT, cuts=st.lists(st.integers(0, 40), max_size=6), seed=st.integers(0, 2**16))
+async def test_allowed_next_agrees_with_prefix_and_complete(llm, pieces, pattern, text, cuts, seed):
+    """At every prefix of a context (dead ones included): a few rows (checked on the
+    matcher) and every row (checked on the mask) answer as `prefix(ctx + [x])` and,
+    for EOS, `complete(ctx)` do."""
+    if pattern not in _COERCED:
+        _COERCED[pattern] = BoolFSA.from_regex(pattern).coerce(llm, f=b"".join)
+    c = _COERCED[pattern]
+    rng = np.random.default_rng(seed)
+    eos = len(c.vocab)
+    context = split(pieces, text.encode(), cuts)
+    for k in range(len(context) + 1):
+        ctx = context[:k]
+        few = [int(i) for i in rng.choice(eos, size=5, replace=False)] + [eos]
+        want = [await c.prefix(ctx + [c.vocab[i]]) > NEG_INF for i in few[:-1]]
+        want.append(await c.complete(ctx) > NEG_INF)
+        assert list(await c.allowed_next(ctx, few)) == want, ctx
+        every = np.asarray(await c.allowed_next(ctx, np.arange(eos + 1)), dtype=bool)
+        assert every[few].tolist() == want, ctx
+        if await c.prefix(ctx) == 0.0:
+            assert np.array_equal(every, (await c.logw_next(ctx)).weights == 0.0), ctx
+        else:
+            assert not every.any()
+
+
+async def test_awrs_checks_draws_with_allowed_next(llm):
+    from genlm.control import AWRS
+
+    c = llm.constrain(regex=r"[a-z ]{1,20}\.")
+    calls = {"prefix": 0}
+    prefix = c.prefix
+
+    async def counted(ctx):
+        calls["prefix"] += 1
+        return await prefix(ctx)
+
+    c.prefix = counted
+    sampler = AWRS(llm, c, seed=0)
+    ctx = []
+    for _ in range(4):
+        token, logw, _ = await sampler.sample(ctx)
+        assert logw > NEG_INF and token is not EOS
+        ctx.append(token)
+    assert calls["prefix"] == 0
+    assert await c.prefix(ctx) == 0.0
+
+
 async def test_eos_entry_is_complete(llm, pieces):
     c = llm.constrain(regex="ab|abc")
     toks = [pieces[b"a"], pieces[b"b"]]

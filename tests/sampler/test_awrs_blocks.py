@@ -1,0 +1,177 @@
+"""AWRS with a condition that answers a set of next tokens at once (`allowed_next`):
+its draws come in blocks. Exact enumeration shows the block path properly weighted
+and with the same law of (token, weight) as the token-by-token path; seeded runs
+check the Generator's draws, block growth and the array walk."""
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sampler_toys import LETTERS, NextTable, lm, random_masks, toy_strategy
+
+from genlm.control import EOS
+from genlm.control.sampler.awrs import AWRS
+from genlm.control.testing import assert_properly_weighted, enumerate_sampler, expected_logws
+
+NEG_INF = float("-inf")
+
+
+class SetCondition(NextTable):
+    """A toy condition with `allowed_next` from its own `prefix` and `complete`."""
+
+    async def allowed_next(self, context, indices):
+        self.calls["allowed_next"] = self.calls.get("allowed_next", 0) + 1
+        out = []
+        for i in indices:
+            x = self.vocab_eos[int(i)]
+            if x == EOS:
+                out.append(self._prefix(context) + self._row(context)[-1] > NEG_INF)
+            else:
+                out.append(self._prefix(list(context) + [x]) > NEG_INF)
+        return out
+
+    def spawn(self):
+        return SetCondition(self.vocab, self.row, tables=self.tables)
+
+
+def set_condition(toy) -> SetCondition:
+    plain = toy.condition()
+    return SetCondition(plain.vocab, plain.row)
+
+
+@pytest.fixture(params=[(2, 1), (2, 100), (3, 100)], ids=["2-array", "2-python", "3-python"])
+def blocks(request, monkeypatch):
+    """Small blocks (enumerable), walked in numpy (`vector_walk=1`) or in Python."""
+    size, vector_walk = request.param
+    monkeypatch.setattr(AWRS, "block_size", size)
+    monkeypatch.setattr(AWRS, "max_block", size)
+    monkeypatch.setattr(AWRS, "vector_walk", vector_walk)
+    return request.param
+
+
+async def live_contexts(cond):
+    candidates = [c for c in ([], ["a"], ["b", "a"]) if set(c) <= set(cond.vocab)]
+    return [c for c in candidates if await cond.prefix(c) == 0.0]
+
+
+class Law:
+    """`sampler`'s paths with weight `w**power` (power 0: the token's probability)."""
+
+    def __init__(self, sampler, power):
+        self.sampler, self.power = sampler, power
+
+    async def sample(self, context, draw=None):
+        token, logw, logp = await self.sampler.sample(context, draw=draw)
+        if logw == NEG_INF:
+            return token, NEG_INF, logp
+        return token, self.power * logw, logp
+
+
+CONFIGS = [{}, {"max_accepts": 1}, {"max_accepts": 3}, {"proper_weights": False}, {"autobatch": False}]
+small_toys = toy_strategy(3)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(small_toys, st.sampled_from(CONFIGS))
+def test_blocks_have_the_law_of_token_by_token_draws(blocks, toy, config):
+    """P(token), E[w; token] and E[w²; token] agree exactly with the per-token path,
+    and with `proper_weights` the block path is properly weighted."""
+
+    async def check():
+        cond = set_condition(toy)
+        by_block, by_token = AWRS(toy.lm(), cond, **config), AWRS(toy.lm(), toy.condition(), **config)
+        contexts = await live_contexts(cond)
+        cond.calls["prefix"] = 0
+        for ctx in contexts:
+            for power in (0, 1, 2):
+                got = await enumerate_sampler(Law(by_block, power), ctx)
+                want = await enumerate_sampler(Law(by_token, power), ctx)
+                for x in set(got) | set(want):
+                    a, b = math.exp(got.get(x, NEG_INF)), math.exp(want.get(x, NEG_INF))
+                    assert a == pytest.approx(b, rel=1e-6, abs=1e-12), (ctx, x, power)
+            if config.get("proper_weights", True):
+                await assert_properly_weighted(by_block, ctx)
+        assert cond.calls["prefix"] == cond.calls["complete"] == 0  # only allowed_next
+
+    asyncio.run(check())
+
+
+async def test_blocks_with_a_different_proposal_are_properly_weighted(blocks):
+    vocab = LETTERS[:3]
+    for seed in range(4):
+        cond = SetCondition(vocab, random_masks(3, seed, 0.5))
+        sampler = AWRS(lm(vocab, seed), cond, proposal=lm(vocab, seed + 1))
+        for ctx in await live_contexts(cond):
+            await assert_properly_weighted(sampler, ctx)
+
+
+async def test_allowed_next_replaces_the_per_token_checks():
+    p, cond = wide_toy(50, 0.3, 3)
+    sampler = AWRS(p, cond, seed=0)
+    for _ in range(5):
+        await sampler.sample([])
+    assert cond.calls["allowed_next"] >= 5 and cond.calls["prefix"] == cond.calls["complete"] == 0
+
+
+async def test_a_capped_search_checks_token_by_token():
+    vocab = LETTERS[:4]
+    cond = SetCondition(vocab, random_masks(4, 3, 0.5))
+    sampler = AWRS(lm(vocab, 3), cond, max_rejects=2)
+    await assert_properly_weighted(sampler, [])
+    assert "allowed_next" not in cond.calls and cond.calls["prefix"] > 0
+
+
+def wide_toy(n: int, p_allow: float, seed: int):
+    """A proposal over `n` tokens that puts most mass on rejected tokens."""
+    vocab = [f"t{i}" for i in range(n)]
+    rng = np.random.default_rng(seed)
+    allowed = np.where(rng.random(n + 1) < p_allow, 0.0, NEG_INF)
+    allowed[0] = 0.0
+    logits = rng.normal(size=n + 1) * 2 + np.where(allowed == 0, -3.0, 0.0)
+    return NextTable(vocab, lambda ctx: logits), SetCondition(vocab, lambda ctx: allowed)
+
+
+@pytest.mark.parametrize("vector_walk", [1, 64, 10**6])
+async def test_seeded_block_weights_are_unbiased_under_heavy_rejection(vector_walk, monkeypatch):
+    """Hundreds of rejects per search: blocks grow and (vector_walk 1 or 64) are walked
+    in numpy. The mean weight of each token matches its target weight within 4σ."""
+    monkeypatch.setattr(AWRS, "vector_walk", vector_walk)
+    p, cond = wide_toy(400, 0.05, 1)
+    sampler = AWRS(p, cond, seed=5, autobatch=False)
+    exact = await expected_logws(sampler, [])
+    n = 600
+    draws = [await sampler.sample([]) for _ in range(n)]
+    total = sum(math.exp(v) for v in exact.values())
+    ws = np.array([math.exp(w) for _, w, _ in draws])
+    assert abs(ws.mean() - total) < 4 * ws.std() / math.sqrt(n)
+    assert all(exact[t] > NEG_INF for t, w, _ in draws if w > NEG_INF)  # allowed tokens only
+    top = max(exact, key=exact.get)
+    hit = np.array([math.exp(w) if t == top else 0.0 for t, w, _ in draws])
+    assert abs(hit.mean() - math.exp(exact[top])) < 4 * hit.std() / math.sqrt(n) + 1e-12
+
+
+async def test_seeded_block_tokens_follow_the_constrained_proposal():
+    """proper_weights=False: the token is an exact draw from q restricted to A."""
+    p, cond = wide_toy(60, 0.3, 2)
+    sampler = AWRS(p, cond, seed=9, proper_weights=False, autobatch=False)
+    exact = await expected_logws(sampler, [])
+    z = sum(math.exp(v) for v in exact.values())
+    n = 3000
+    tokens = [(await sampler.sample([]))[0] for _ in range(n)]
+    for x, v in exact.items():
+        prob = math.exp(v) / z
+        freq = sum(t == x for t in tokens) / n
+        assert abs(freq - prob) < 4 * math.sqrt(prob * (1 - prob) / n) + 1e-9, x
+
+
+async def test_seeded_runs_repeat():
+    p, cond = wide_toy(100, 0.2, 4)
+
+    async def run():
+        s = AWRS(p, cond, seed=11)
+        return [await s.sample([]) for _ in range(20)]
+
+    assert await run() == await run()
