@@ -157,6 +157,18 @@ def test_rao_blackwell_estimate_matches_the_series():
     assert rao_blackwell_estimate(1, 2, s) == 0.0
 
 
+def test_rao_blackwell_estimate_with_many_masses_matches_the_series():
+    # 60 masses: the factors of the integrand are multiplied in groups before the log.
+    s = np.sort(np.random.default_rng(3).uniform(0.4, 1.0, 60))[::-1]
+    m, r, n = 2, 58, 3000
+    dist = np.zeros(n)
+    dist[0] = 1.0
+    for sj in s:
+        dist = np.convolve(dist, sj * (1 - sj) ** np.arange(n))[:n]
+    series = float(np.sum(dist * (m - 1) / (m - 1 + r + np.arange(n))))
+    assert rao_blackwell_estimate(m, r, s) == pytest.approx(series, rel=1e-9)
+
+
 def test_monte_carlo_estimate_is_centred_on_the_exact_one():
     s = np.array([0.6, 0.3, 0.3])
     rng = np.random.default_rng(0)

@@ -101,9 +101,22 @@ def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> fl
         return (m - 1) / (m - 1 + rejects)
     panels = int(math.ceil((40.0 - min(math.log(float(s.min())), 0.0)) / 4.0))
     v, log1m_u, u, weights = _grid(panels)
-    c = (1.0 - s) / s
-    log_f = v + power * log1m_u - np.log1p(c[:, None] * u[None, :]).sum(axis=0)
+    log_f = v + power * log1m_u - _log_factors((1.0 - s) / s, u)
     return (m - 1) * (float(weights @ np.exp(log_f)) + math.exp(-4.0 * panels))
+
+
+def _log_factors(c: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """`Σ_j log(1 + c_j u)` at each node `u ≤ 1`. Many factors are multiplied in
+    groups whose products stay below 1e250 before one log per group (the log of a
+    rounded product is off by at most a few ulps per factor)."""
+    if len(c) < 32:
+        return np.log1p(c[:, None] * u[None, :]).sum(axis=0)
+    g = max(int(250.0 / max(math.log10(1.0 + float(c.max())), 1.0)), 1)
+    groups = -(-len(c) // g)
+    padded = np.zeros(groups * g)
+    padded[: len(c)] = c
+    factors = 1.0 + padded[:, None] * u[None, :]
+    return np.log(factors.reshape(groups, g, len(u)).prod(axis=1)).sum(axis=0)
 
 
 def monte_carlo_estimate(
@@ -122,10 +135,15 @@ def monte_carlo_estimate(
 # Search --------------------------------------------------------------------
 
 
-def _finite_or_folded(x: np.ndarray) -> np.ndarray:
-    """`fold_nan(x)`, without its passes when `x` is NaN-free and below +inf."""
+def _folded_max(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """`fold_nan(x)` and its maximum (-inf when empty), in one pass when `x` is
+    NaN-free and below +inf."""
     x = np.asarray(x, dtype=np.float64)
-    return x if x.size and x.max() < np.inf else fold_nan(x)
+    top = float(x.max()) if x.size else NEG_INF
+    if not top < np.inf:  # NaN or +inf
+        x = fold_nan(x)
+        top = float(x.max())
+    return x, top
 
 
 class Search(NamedTuple):
@@ -183,15 +201,18 @@ class _Pool:
     def remove(self, i: int) -> None:
         self.remove_many([i])
 
-    def remove_many(self, indices: list[int]) -> None:
-        """Remove distinct live entries."""
+    def remove_many(self, indices: list[int], removed_mass: float | None = None) -> None:
+        """Remove distinct live entries (`removed_mass`: the mass removed in all, when
+        the caller has summed it)."""
         if not indices:
             return
         if self.alive is None:
             self.alive = self.probs > 0
             self.live = int(np.count_nonzero(self.alive))
         self.removed = sorted(self.removed + indices)
-        self.removed_mass += float(self.probs[indices].sum())
+        if removed_mass is None:
+            removed_mass = self.removed_mass + float(self.probs[indices].sum())
+        self.removed_mass = removed_mass
         self.alive[indices] = False
         self.live -= len(indices)
         if len(self.removed) >= self.fold_at:
@@ -210,6 +231,10 @@ class _Pool:
 
     def locate_many(self, u: np.ndarray) -> np.ndarray:
         """The entries at positions `u` (each in `[0, mass)`) of the remaining mass."""
+        return self.draw(u)[0]
+
+    def draw(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`locate_many(u)` and the entries' probabilities."""
         if len(u) >= self.fold_at:
             self.fold()
         x = u
@@ -219,12 +244,16 @@ class _Pool:
             j = np.searchsorted(self.cdf[r] - s, u, side="right")
             x = u + np.concatenate(([0.0], s))[j]
         i = np.minimum(np.searchsorted(self.cdf, x, side="right"), len(self.probs) - 1)
-        stray = self.probs[i] <= 0 if self.alive is None else ~self.alive[i]
+        chosen = self.probs[i]
+        if self.alive is None and chosen.min() > 0:
+            return i, chosen
+        stray = chosen <= 0 if self.alive is None else ~self.alive[i]
         if stray.any():  # rounding at a boundary: the nearest live entry
             live = self.live_indices()
             for k in np.flatnonzero(stray):
                 i[k] = live[np.argmin(np.abs(live - i[k]))]
-        return i
+            chosen = self.probs[i]
+        return i, chosen
 
     def locate(self, u: float) -> int:
         """The entry at position `u ∈ [0, mass)` of the remaining mass."""
@@ -247,9 +276,9 @@ class _Chooser:
             options = {self.tokens[i]: float(probs[i] / mass) for i in live}
             where = {self.tokens[i]: int(i) for i in live}
             picks = np.array([where[self.draw(options)] for _ in range(k)], dtype=np.intp)
+            chosen = probs[picks]
         else:
-            picks = pool.locate_many(self.rng.random(k) * pool.mass)
-        chosen = probs[picks]
+            picks, chosen = pool.draw(self.rng.random(k) * pool.mass)
         self.logp += float(np.log(chosen).sum()) - k * math.log(mass)
         return picks, chosen
 
@@ -281,8 +310,9 @@ class _Walk:
         self.first_mass = 1.0
         self.masses: list[float] = []
 
-    def python(self, block: list, chosen: list, ok: list, pool: _Pool, mass: float) -> list[int]:
-        """Walk a block draw by draw; returns the rejects found, in order."""
+    def python(self, block: list, chosen: list, ok: list, pool: _Pool, mass: float) -> int:
+        """Walk a block draw by draw; remove the rejects found from the pool and
+        return how many there were."""
         found: dict[int, None] = {}
         masses, accepts, m = self.masses, self.accepts, self.m
         gone = pool.removed_mass
@@ -301,11 +331,12 @@ class _Walk:
                 mass = max(pool.total - gone, 0.0)
         self.accepts = accepts
         self.rejects += len(found)
-        return list(found)
+        pool.remove_many(list(found), gone)
+        return len(found)
 
     def vector(
         self, block: np.ndarray, chosen: np.ndarray, ok: np.ndarray, pool: _Pool, mass: float
-    ) -> list[int]:
+    ) -> int:
         """`python` in a few array passes."""
         counted = ok.copy()
         counted[np.unique(block, return_index=True)[1]] = True  # and first draws of rejects
@@ -328,7 +359,8 @@ class _Walk:
         self.accepts += int(np.count_nonzero(allowed))
         gone = block[at[~allowed]].tolist()
         self.rejects += len(gone)
-        return gone
+        pool.remove_many(gone)
+        return len(gone)
 
 
 # Sampler -------------------------------------------------------------------
@@ -419,13 +451,13 @@ class AWRS(TokenSampler):
     async def sample(self, context, draw=None):
         context = list(context)
         if self.proposal is None:
-            w = q = _finite_or_folded((await self.potential.logw_next(context)).weights)
+            w, top = _folded_max((await self.potential.logw_next(context)).weights)
+            q = w
         else:
             wl, ql = await gather_or_cancel(
                 self.potential.logw_next(context), self.proposal.logw_next(context)
             )
-            w, q = fold_nan(wl.weights), _finite_or_folded(ql.weights)
-        top = float(q.max()) if q.size else NEG_INF
+            w, (q, top) = fold_nan(wl.weights), _folded_max(ql.weights)
         if top == NEG_INF:
             return self.potential.eos, NEG_INF, NEG_INF
         # Tokens of zero proposal weight have probability 0: never drawn, never checked.
@@ -499,8 +531,7 @@ class AWRS(TokenSampler):
                 gone = walk.vector(block, chosen, np.asarray(ok, dtype=bool), pool, mass)
             else:
                 gone = walk.python(block.tolist(), chosen.tolist(), ok, pool, mass)
-            pool.remove_many(gone)
-            walk.stream_rejects += len(gone)
+            walk.stream_rejects += gone
             if capped and walk.stream_rejects >= self.max_rejects:
                 break
             size = min(2 * size, self.max_block) if batched else 1
