@@ -538,8 +538,8 @@ class AWRS(TokenSampler):
         z = self._estimate(
             walk.first, walk.accepts, walk.rejects, walk.stream_rejects, walk.first_mass, walk.masses, choose
         )
-        with np.errstate(divide="ignore"):
-            return Search(walk.first, float(np.log(z)), choose.logp, checks + len(known))
+        log_z = math.log(z) if z > 0 else NEG_INF
+        return Search(walk.first, log_z, choose.logp, checks + len(known))
 
     def _estimate(self, first, accepts, rejects, stream_rejects, first_mass, masses, choose):
         if first is None:
@@ -549,6 +549,8 @@ class AWRS(TokenSampler):
         m = self.max_accepts
         if self.max_rejects != float("inf"):
             return truncated_estimate(accepts, stream_rejects, m, int(self.max_rejects))
+        if rejects == 0:  # every mass is 1: both estimates are exactly 1
+            return 1.0
         if self.n_monte_carlo_samples is not None and choose.draw is None:
             return monte_carlo_estimate(choose.rng, m, rejects, np.array(masses), self.n_monte_carlo_samples)
         return rao_blackwell_estimate(m, rejects, np.array(masses))
