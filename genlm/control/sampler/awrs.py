@@ -27,6 +27,9 @@ simulated and the stream stops at `m` accepts or `max_rejects` rejections, which
 comes first; the unbiased estimator of that closed sequential plan is the share of
 lattice paths to the end point that start with an accept: `(m-1)/(m-1+K)` when `m`
 accepts were reached, `a/(a+K_max-1)` when `a < m` accepts were.
+
+When the condition can answer a set of tokens in one call, the draws are made and
+checked in blocks, which leaves every law above unchanged (see `AWRS.search`).
 """
 
 from __future__ import annotations
@@ -374,10 +377,14 @@ class AWRS(TokenSampler):
         condition: a Boolean potential over the same vocabulary (`prefix` and
             `complete` are 0 or -inf, and 0 at the contexts sampled from); a token `x`
             is allowed when `condition.prefix(ctx + [x]) > -inf`, EOS when
-            `condition.complete(ctx) > -inf`.
+            `condition.complete(ctx) > -inf`. A condition with an async method
+            `allowed_next(ctx, indices)` (the same answers for the tokens at
+            `indices` of `vocab_eos`, as a list of bools, in one call; e.g. the
+            engine-backed constraints) has its draws checked in blocks.
         seed: seed of this sampler's own Generator; by default draws use
             `genlm.control.draw.current_rng()`.
-        prune_logws: search only the tokens of positive proposal weight.
+        prune_logws: search only the tokens of positive proposal weight (tokens of
+            weight zero are never drawn nor checked either way).
         proper_weights: return the unbiased weight (see the module docstring);
             when False, stop at the first accept and return `w(x)/q(x) · (1 - R)`, with
             `R` the proposal mass of the rejects found (exact token, biased weight).
