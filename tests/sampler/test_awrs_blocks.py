@@ -5,6 +5,7 @@ check the Generator's draws, block growth and the array walk."""
 
 import asyncio
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -175,3 +176,49 @@ async def test_seeded_runs_repeat():
         return [await s.sample([]) for _ in range(20)]
 
     assert await run() == await run()
+
+
+class Joint:
+    """`sampler`'s outcome `(token, weight)` as the token, with weight one: exact
+    enumeration then gives the law of the pair (weights rounded to 9 digits)."""
+
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    async def sample(self, context, draw=None):
+        token, logw, logp = await self.sampler.sample(context, draw=draw)
+        return (token, float(f"{math.exp(logw):.9g}")), 0.0, logp
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+async def test_the_race_has_the_law_of_the_walk(seed, monkeypatch):
+    """After a first block of two draws, a Generator-driven search finishes by the
+    exponential race. The law of (token, weight) is enumerated exactly on the block
+    path (a `draw` callback never races) and matched by the race's frequencies."""
+    monkeypatch.setattr(AWRS, "block_size", 2)
+    monkeypatch.setattr(AWRS, "max_block", 2)
+    monkeypatch.setattr(AWRS, "race_after", 0)
+    vocab = LETTERS[:4]
+    cond = SetCondition(vocab, random_masks(4, seed, 0.4))
+    sampler = AWRS(lm(vocab, seed), cond, seed=seed, autobatch=False)
+    exact = {k: math.exp(v) for k, v in (await enumerate_sampler(Joint(sampler), [])).items()}
+    n = 5000
+    outcomes = Counter([(await Joint(sampler).sample([]))[0] for _ in range(n)])
+    assert set(outcomes) <= set(exact)
+    for key, p in exact.items():
+        freq = outcomes[key] / n
+        assert abs(freq - p) < 5 * math.sqrt(p * (1 - p) / n) + 1e-9, (key, freq, p)
+
+
+@pytest.mark.parametrize("race_after", [0, 4, 10**9])
+async def test_race_or_not_the_weights_are_unbiased(race_after, monkeypatch):
+    monkeypatch.setattr(AWRS, "race_after", race_after)
+    p, cond = wide_toy(300, 0.2, 6)
+    sampler = AWRS(p, cond, seed=2, autobatch=False)
+    exact = await expected_logws(sampler, [])
+    total = sum(math.exp(v) for v in exact.values())
+    n = 1500
+    draws = [await sampler.sample([]) for _ in range(n)]
+    ws = np.array([math.exp(w) for _, w, _ in draws])
+    assert abs(ws.mean() - total) < 4 * ws.std() / math.sqrt(n)
+    assert all(exact[t] > NEG_INF for t, w, _ in draws if w > NEG_INF)

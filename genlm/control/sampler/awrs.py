@@ -365,6 +365,53 @@ class _Walk:
         pool.remove_many(gone)
         return len(gone)
 
+    def race(self, live: np.ndarray, ok: np.ndarray, pool: _Pool, choose: "_Chooser") -> None:
+        """Finish the walk at once, knowing which live entries are allowed.
+
+        From here the draws form a race of exponential clocks (the stream of draws
+        as a Poisson process): each live reject `i` is first drawn at `T_i ~
+        Exp(q_i)`, accepts arrive at rate `a = q(allowed)`, and the next event is a
+        given reject with probability `q_i / mass` and an accept with `a / mass`,
+        as for a draw from the pool. The walk ends at the `m`-th accept: the rejects
+        counted are those with `T_i` before it, in the order of their clocks; the
+        first accepted token (if none yet) is drawn in proportion to `q` over the
+        allowed entries. All draws come from the Chooser's Generator.
+        """
+        rng, probs = choose.rng, pool.probs
+        allowed, rejected = live[ok], live[~ok]
+        weights = probs[allowed]
+        a = float(weights.sum())
+        q = probs[rejected]
+        need = self.m - self.accepts
+        clocks = rng.standard_exponential(len(rejected)) / q
+        if a > 0:
+            arrivals = np.cumsum(rng.standard_exponential(need)) / a
+            hit = np.flatnonzero(clocks < arrivals[-1])
+        else:  # no accept is left: every reject is found
+            arrivals = np.empty(0)
+            hit = np.arange(len(rejected))
+        order = hit[np.argsort(clocks[hit], kind="stable")]
+        lost = q[order]
+        # ends[x]: the mass not known to be rejected once x more rejects are found
+        ends = np.empty(len(order) + 1)
+        ends[0] = pool.mass if self.rejects else 1.0
+        ends[1:] = np.maximum(pool.total - (pool.removed_mass + np.cumsum(lost)), 0.0)
+        at_accepts = ends[np.searchsorted(clocks[order], arrivals)]
+        self.masses.extend(ends[:-1].tolist())
+        self.masses.extend(at_accepts.tolist())
+        with np.errstate(divide="ignore"):
+            logp = float(np.log(lost).sum() - np.log(ends[:-1]).sum())
+            if len(arrivals):
+                logp += float(len(arrivals) * math.log(a) - np.log(at_accepts).sum())
+        if self.first is None and len(arrivals):
+            k = int(np.searchsorted(np.cumsum(weights), rng.random() * a, side="right"))
+            self.first = int(allowed[min(k, len(allowed) - 1)])
+            self.first_mass = float(at_accepts[0])
+            logp += math.log(float(probs[self.first]) / a)
+        choose.logp += logp
+        self.accepts += len(arrivals)
+        self.rejects += len(order)
+
 
 # Sampler -------------------------------------------------------------------
 
@@ -449,6 +496,7 @@ class AWRS(TokenSampler):
     block_size = 8  # draws checked together when the condition has `allowed_next`
     max_block = 4096  # the longest block
     vector_walk = 64  # blocks at least this long are walked in numpy
+    race_after = 16  # rejects after which a Generator-driven search finishes by `_Walk.race`
 
     async def _allowed(self, context: list, token: Any) -> bool:
         if token == self.potential.eos:
@@ -540,6 +588,14 @@ class AWRS(TokenSampler):
                 gone = walk.python(block.tolist(), chosen.tolist(), ok, pool, mass)
             walk.stream_rejects += gone
             if capped and walk.stream_rejects >= self.max_rejects:
+                break
+            if batched and choose.draw is None and walk.rejects >= self.race_after and walk.accepts < walk.m:
+                live = pool.live_indices()
+                if len(live):
+                    ok = await self._allowed_next(context, live if support is None else support[live])
+                    checks += len(live)
+                    walk.race(live, np.asarray(ok, dtype=bool), pool, choose)
+                    walk.stream_rejects = walk.rejects
                 break
             size = min(2 * size, self.max_block) if batched else 1
         z = self._estimate(
