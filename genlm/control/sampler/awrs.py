@@ -29,7 +29,8 @@ lattice paths to the end point that start with an accept: `(m-1)/(m-1+K)` when `
 accepts were reached, `a/(a+K_max-1)` when `a < m` accepts were.
 
 When the condition can answer a set of tokens in one call, the draws are made and
-checked in blocks, which leaves every law above unchanged (see `AWRS.search`).
+checked in blocks, and a search with many rejects is finished by an exponential race
+over the remaining tokens; both leave every law above unchanged (see `AWRS.search`).
 """
 
 from __future__ import annotations
@@ -555,7 +556,9 @@ class AWRS(TokenSampler):
         reject found earlier in the same block is skipped: the draws that remain are
         then, one by one, draws from the pool with every reject found so far removed,
         exactly as when each is drawn after the last one's check. Draws after the
-        stopping rule are left unused.
+        stopping rule are left unused. Once `race_after` rejects are found, a search
+        whose draws come from a Generator asks about every live token at once and
+        finishes by `_Walk.race`, which has the same law.
         """
         pool = _Pool(probs)
         walk = _Walk(self.max_accepts if self.proper_weights else 1)
