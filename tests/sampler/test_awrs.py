@@ -169,6 +169,21 @@ def test_rao_blackwell_estimate_with_many_masses_matches_the_series():
     assert rao_blackwell_estimate(m, r, s) == pytest.approx(series, rel=1e-9)
 
 
+@pytest.mark.parametrize("scale", [0.05, 1.0, 20.0, 300.0])
+def test_log_factors_of_many_masses_match_the_direct_sum(scale):
+    # Series in the power sums where every c_j u ≤ 1e-3, grouped products elsewhere.
+    from genlm.control.sampler.awrs import _grid, _log_factors
+
+    rng = np.random.default_rng(int(scale * 10))
+    s = np.exp(-rng.exponential(scale, size=500))
+    s = s[(s < 1.0) & (s > 1e-290)]
+    c = (1.0 - s) / s
+    for panels in (10, 30, 90):
+        u = _grid(panels)[2]
+        direct = np.log1p(c[:, None] * u[None, :]).sum(axis=0)
+        assert np.allclose(_log_factors(c, u), direct, rtol=1e-10, atol=1e-300)
+
+
 def test_monte_carlo_estimate_is_centred_on_the_exact_one():
     s = np.array([0.6, 0.3, 0.3])
     rng = np.random.default_rng(0)

@@ -110,17 +110,34 @@ def rao_blackwell_estimate(m: int, rejects: int, unknown_mass: np.ndarray) -> fl
 
 
 def _log_factors(c: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """`Σ_j log(1 + c_j u)` at each node `u ≤ 1`. Many factors are multiplied in
-    groups whose products stay below 1e250 before one log per group (the log of a
-    rounded product is off by at most a few ulps per factor)."""
+    """`Σ_j log(1 + c_j u)` at each node `u ≤ 1` (ascending).
+
+    Many factors: at the nodes where every `c_j u ≤ 1e-3` the sum is the series
+    `Σ_n (-1)^(n+1) S_n u^n / n` in the power sums `S_n = Σ_j c_j^n`, cut after six
+    terms (the rest is below `J·1e-21`); at the others the factors are multiplied
+    in groups whose products stay below 1e250 before one log per group (the log of
+    a rounded product is off by at most a few ulps per factor).
+    """
     if len(c) < 32:
         return np.log1p(c[:, None] * u[None, :]).sum(axis=0)
-    g = max(int(250.0 / max(math.log10(1.0 + float(c.max())), 1.0)), 1)
-    groups = -(-len(c) // g)
-    padded = np.zeros(groups * g)
-    padded[: len(c)] = c
-    factors = 1.0 + padded[:, None] * u[None, :]
-    return np.log(factors.reshape(groups, g, len(u)).prod(axis=1)).sum(axis=0)
+    top = float(c.max())
+    out = np.empty(len(u))
+    k = int(np.searchsorted(u, 1e-3 / top, side="right")) if top > 0 else len(u)
+    if k:  # in y = u·max c ≤ 1e-3 and the power sums of c / max c (no overflow)
+        powers = np.cumprod(np.broadcast_to(c / top, (6, len(c))), axis=0).sum(axis=1)
+        y = u[:k] * top
+        series = powers[5] / 6
+        for n in (5, 4, 3, 2, 1):
+            series = powers[n - 1] / n - y * series
+        out[:k] = y * series
+    if k < len(u):
+        g = max(int(250.0 / max(math.log10(1.0 + top), 1.0)), 1)
+        groups = -(-len(c) // g)
+        padded = np.zeros(groups * g)
+        padded[: len(c)] = c
+        factors = 1.0 + padded[:, None] * u[None, k:]
+        out[k:] = np.log(factors.reshape(groups, g, len(u) - k).prod(axis=1)).sum(axis=0)
+    return out
 
 
 def monte_carlo_estimate(
@@ -427,7 +444,7 @@ class AWRS(TokenSampler):
             is allowed when `condition.prefix(ctx + [x]) > -inf`, EOS when
             `condition.complete(ctx) > -inf`. A condition with an async method
             `allowed_next(ctx, indices)` (the same answers for the tokens at
-            `indices` of `vocab_eos`, as a list of bools, in one call; e.g. the
+            `indices` of `vocab_eos`, as a list or array of bools, in one call; e.g. the
             engine-backed constraints) has its draws checked in blocks.
         seed: seed of this sampler's own Generator; by default draws use
             `genlm.control.draw.current_rng()`.

@@ -162,13 +162,13 @@ class GuidedConstraint(CachedRecognizer):
         m = self.matcher(context)
         return 0.0 if m is not None and m.is_accepting() else NEG_INF
 
-    async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> list[bool]:
+    async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> Sequence[bool]:
         """Which of the tokens at `indices` of `vocab_eos` may follow `context`, in one
         call: `prefix(context + [x]) > -inf` for a token `x`, `complete(context) > -inf`
         for EOS (AWRS checks its draws this way).
 
-        A few tokens are checked one by one on the matcher (≈0.4 µs each), more
-        against its token mask.
+        A few tokens are checked one by one on the matcher (≈0.4 µs each; a list of
+        bools), more against its token mask (a bool array).
         """
         m = self.matcher(context)
         if m is None:
@@ -184,7 +184,7 @@ class GuidedConstraint(CachedRecognizer):
         words = fill_masks(self.engine, [m])[0].view(np.uint32)
         ok = (words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1
         ok[rows == eos] = m.is_accepting()
-        return ok.tolist()
+        return ok
 
     # Masks --------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class GuidedCoerced(Coerced):
     async def batch_complete(self, contexts):
         return await self.guided.batch_complete(contexts)
 
-    async def allowed_next(self, context, indices) -> list[bool]:
+    async def allowed_next(self, context, indices) -> Sequence[bool]:
         return await self.guided.allowed_next(context, indices)
 
     async def logw_next(self, context) -> LazyWeights:
