@@ -222,3 +222,16 @@ async def test_race_or_not_the_weights_are_unbiased(race_after, monkeypatch):
     ws = np.array([math.exp(w) for _, w, _ in draws])
     assert abs(ws.mean() - total) < 4 * ws.std() / math.sqrt(n)
     assert all(exact[t] > NEG_INF for t, w, _ in draws if w > NEG_INF)
+
+
+async def test_race_with_a_different_proposal_is_unbiased(monkeypatch):
+    monkeypatch.setattr(AWRS, "race_after", 0)
+    p, cond = wide_toy(200, 0.2, 8)
+    logits = np.random.default_rng(9).normal(size=201)
+    proposal = NextTable(p.vocab, lambda ctx: logits)
+    sampler = AWRS(p, cond, proposal=proposal, seed=4, autobatch=False)
+    exact = await expected_logws(sampler, [])
+    total = sum(math.exp(v) for v in exact.values())
+    n = 1500
+    ws = np.array([math.exp((await sampler.sample([]))[1]) for _ in range(n)])
+    assert abs(ws.mean() - total) < 4 * ws.std() / math.sqrt(n)
