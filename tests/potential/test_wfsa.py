@@ -266,3 +266,23 @@ async def test_compiled_coercion_equals_the_trie_walk(pattern, cls):
     await check_potential(fast, contexts)
     copy = fast.spawn()
     assert isinstance(copy, CoercedDFA) and copy._tables == {}
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("cls", [WFSA, BoolFSA])
+async def test_allowed_next_agrees_with_prefix_and_complete(pattern, cls):
+    fsa = _cached(cls, pattern)
+    rng = np.random.default_rng(1)
+    contexts = [[]] + [list(rng.choice(SMALL_VOCAB[:6], size=k)) for k in (1, 2, 3)]
+    eos = len(SMALL_VOCAB)
+    for c in contexts:
+        # A fresh coercion per context: the first call walks bytes (few tokens, no
+        # cached row), the second reads the row it then caches.
+        fast = fsa.coerce(SMALL_VOCAB, f=b"".join)
+        if await fast.prefix(c) == NEG_INF:
+            assert not np.any(await fast.allowed_next(c, list(range(eos + 1))))
+            continue
+        want = [await fast.prefix([*c, x]) > NEG_INF for x in SMALL_VOCAB] + [await fast.complete(c) > NEG_INF]
+        for indices in ([3, eos, 0], list(range(eos + 1)), [5, 1]):
+            got = await fast.allowed_next(c, indices)
+            assert list(got) == [want[i] for i in indices], (c, indices)

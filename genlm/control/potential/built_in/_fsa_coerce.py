@@ -8,16 +8,23 @@ For a deterministic automaton the context after any prefix is a single state `q`
 depends on `q` only. The row for a state is computed once, by one vectorised walk
 of the token trie (one array gather per trie level), and kept in a bounded LRU
 keyed by state; after that a `logw_next` is a state lookup and a row copy.
+
+`allowed_next(ctx, indices)` answers which of a set of tokens may follow (AWRS
+checks its draws with it): from the state's row when it is cached or the set is
+large, else by walking each token's bytes through the automaton.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any, Sequence
 
 import numpy as np
 
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
+
+_FEW = 8  # up to this many tokens (and no cached row), `allowed_next` walks their bytes
 
 
 def _log(x):
@@ -93,6 +100,34 @@ class CoercedDFA(Coerced):
         if q is None or not self.potential.automaton.beta[q] > 0:
             raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
         return self._row(q)
+
+    async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> np.ndarray:
+        """Which of the tokens at `indices` of `vocab_eos` may follow `context`:
+        `prefix(context + [x]) > -inf` for a token `x`, `complete(context) > -inf` for
+        EOS; all False when `context` itself has weight zero."""
+        rows = np.asarray(indices, dtype=np.intp)
+        q = self._state(context)
+        a = self.potential.automaton
+        if q is None or not a.beta[q] > 0:
+            return np.zeros(len(rows), dtype=bool)
+        row = self._tables.get(q)
+        if row is None and len(rows) > _FEW:
+            row = self._row(q)
+        if row is not None:
+            return row[rows] > NEG_INF
+        eos = len(self.vocab)
+        return np.array([a.stop[q] > 0 if i == eos else self._reaches(q, int(i)) for i in rows], dtype=bool)
+
+    def _reaches(self, q: int, i: int) -> bool:
+        """Whether token `i`'s bytes lead from state `q` to a state with weight."""
+        a = self.potential.automaton
+        for b in self._map([self.vocab[i]]):
+            if not a.boolean and not a.log_arc[q, b] > NEG_INF:
+                return False
+            q = int(a.delta[q, b])
+            if q < 0:
+                return False
+        return bool(a.beta[q] > 0)
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         if not contexts:
