@@ -35,7 +35,7 @@ class FewZeros(Potential):
         return await self.prefix(context)
 
 
-async def main(n_particles: int = 10, max_tokens: int = 16, seed: int = 0):
+async def main(n_particles: int = 20, max_tokens: int = 16, seed: int = 0):
     few_zeros = FewZeros()
     await check_potential(few_zeros, [[], list(b" 1"), list(b" 10"), list(b" 0.")])
 
