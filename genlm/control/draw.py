@@ -197,20 +197,18 @@ async def draw_from(
     """
     if not weights.is_log:
         raise ValueError("draw_from expects log weights")
+    if draw is None:
+        return (await draw_many([weights], [current_rng()], None if target is None else [target]))[0]
     row = fold_nan(weights.weights)
-    if draw is not None:
-        log_z = logsumexp(row)
-        if log_z == NEG_INF:
-            index = len(row) - 1
-        else:
-            probs = np.exp(row - log_z)
-            choice = {weights.decode[i]: float(p) for i, p in enumerate(probs) if p > 0}
-            index = weights.index(draw(choice))
-            if index is None:
-                raise ValueError("draw returned a token outside the vocabulary")
+    log_z = logsumexp(row)
+    if log_z == NEG_INF:
+        index = len(row) - 1
     else:
-        indices, log_zs = await _window.submit(_Request(row[None, :], [current_rng()], _draw_method))
-        index, log_z = int(indices[0]), float(log_zs[0])
+        probs = np.exp(row - log_z)
+        choice = {weights.decode[i]: float(p) for i, p in enumerate(probs) if p > 0}
+        index = weights.index(draw(choice))
+        if index is None:
+            raise ValueError("draw returned a token outside the vocabulary")
     return _result(weights, row, index, log_z, target)
 
 
