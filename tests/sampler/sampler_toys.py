@@ -146,4 +146,28 @@ def item_potential(alphabet: bytes, seed: int, p_zero: float = 0.3) -> NextTable
     return NextTable(list(alphabet), random_rows(len(alphabet), seed, p_zero), strict=True)
 
 
-__all__ = ["EOS", "NextTable", "Toy", "toys", "toy_strategy", "lm", "condition", "item_potential", "random_rows"]
+class SetAsTokens:
+    """Draws a set, then a uniform member weighted |S|·ŵ: its enumeration is the set's mean."""
+
+    def __init__(self, set_sampler):
+        self.set_sampler = set_sampler
+
+    async def sample(self, context, draw=None):
+        s = await self.set_sampler.sample_set(context, draw=draw)
+        n = len(s.tokens)
+        i = draw({k: 1 / n for k in range(n)})
+        return s.tokens[i], s.logws[i] + np.log(n), s.logp - np.log(n)
+
+
+__all__ = [
+    "EOS",
+    "NextTable",
+    "SetAsTokens",
+    "Toy",
+    "toys",
+    "toy_strategy",
+    "lm",
+    "condition",
+    "item_potential",
+    "random_rows",
+]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampler_toys import LETTERS, NextTable, item_potential, lm, random_rows
+from sampler_toys import LETTERS, NextTable, SetAsTokens, item_potential, lm, random_rows
 
 from genlm.control import EOS
 from genlm.control.draw import using_rng
@@ -35,19 +35,6 @@ async def live_contexts(vocab, items):
     """The contexts over `vocab` whose bytes the item potential allows."""
     candidates = [c for c in CONTEXTS if set(c) <= set(vocab)]
     return [c for c in candidates if await items.prefix(list(b"".join(c))) > -np.inf]
-
-
-class SetAsTokens:
-    """Draws a set, then a uniform member weighted |S|·ŵ: its enumeration is the set's mean."""
-
-    def __init__(self, set_sampler):
-        self.set_sampler = set_sampler
-
-    async def sample(self, context, draw=None):
-        s = await self.set_sampler.sample_set(context, draw=draw)
-        n = len(s.tokens)
-        i = draw({k: 1 / n for k in range(n)})
-        return s.tokens[i], s.logws[i] + np.log(n), s.logp - np.log(n)
 
 
 settings_ = settings(max_examples=25, deadline=None)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampler_toys import NextTable, random_rows
+from sampler_toys import NextTable, SetAsTokens, random_rows
 
 from genlm.control import WCFG, WFSA, BoolFSA, JsonSchema
 from genlm.control.draw import using_rng
@@ -130,19 +130,6 @@ async def test_seeded_draws_are_identical(name):
     for ctx in await live(name, carried):
         assert await run(tokens[0], ctx) == await run(tokens[1], ctx)
     assert carried.asked == 0
-
-
-class SetAsTokens:
-    """Draws a set, then a uniform member weighted |S|·ŵ: its enumeration is the set's mean."""
-
-    def __init__(self, set_sampler):
-        self.set_sampler = set_sampler
-
-    async def sample(self, context, draw=None):
-        s = await self.set_sampler.sample_set(context, draw=draw)
-        n = len(s.tokens)
-        i = draw({k: 1 / n for k in range(n)})
-        return s.tokens[i], s.logws[i] + np.log(n), s.logp - np.log(n)
 
 
 @pytest.mark.parametrize("kind", KINDS)
