@@ -154,36 +154,11 @@ class Counted:
         return await super().batch_logw_next(contexts)
 
 
-class CountedWCFG(Counted, WCFG):
-    pass
-
-
-class ReplayedWCFG(Counted, WCFG):
-    stateful = False
-
-
-class CountedBoolCFG(Counted, BoolCFG):
-    pass
-
-
-class ReplayedBoolCFG(Counted, BoolCFG):
-    stateful = False
-
-
-class CountedWFSA(Counted, WFSA):
-    pass
-
-
-class ReplayedWFSA(Counted, WFSA):
-    stateful = False
-
-
-class CountedJson(Counted, JsonSchema):
-    pass
-
-
-class ReplayedJson(Counted, JsonSchema):
-    stateful = False
+def twins(cls):
+    """A counted stateful subclass of `cls` and a counted one that replays contexts."""
+    carried = type(f"Counted{cls.__name__}", (Counted, cls), {})
+    replayed = type(f"Replayed{cls.__name__}", (Counted, cls), {"stateful": False})
+    return carried, replayed
 
 
 def token_vocab(alphabet: bytes, extra=()):
@@ -216,10 +191,10 @@ PAIRS = {
     ),
 }
 CLASSES = {
-    "wcfg": (CountedWCFG, ReplayedWCFG),
-    "boolcfg": (CountedBoolCFG, ReplayedBoolCFG),
-    "wfsa-nondeterministic": (CountedWFSA, ReplayedWFSA),
-    "json": (CountedJson, ReplayedJson),
+    "wcfg": twins(WCFG),
+    "boolcfg": twins(BoolCFG),
+    "wfsa-nondeterministic": twins(WFSA),
+    "json": twins(JsonSchema),
 }
 
 
@@ -247,7 +222,7 @@ async def test_coerced_walk_over_states_equals_the_replayed_walk(name):
 
 
 async def test_coerced_walk_over_an_autobatched_stateful_potential():
-    fsa = CountedWFSA(nondeterministic_wfsa())
+    fsa = CLASSES["wfsa-nondeterministic"][0](nondeterministic_wfsa())
     vocab = token_vocab(b"ab")
     walk = Coerced(fsa.to_autobatched(), vocab, b"".join)
     plain = Coerced(fsa, vocab, b"".join, homomorphic=False)
