@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
@@ -12,45 +14,12 @@ from genlm.control import Potential
 from genlm.control import draw as draw_module
 from genlm.control.window import Window
 
-AB = [b"a", b"b"]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sampler"))
+# The sampler tests' bigram LM, re-exported for the reliability tests.
+from toys import AB, BigramLM, ab_lm  # noqa: E402, F401
 
 SINGLE = ("prefix", "complete", "score", "logw_next")
 BATCH = ("batch_prefix", "batch_complete", "batch_score", "batch_logw_next")
-
-
-class Bigram(Potential):
-    """A normalized bigram LM: row `table[prev]` over `vocab + [EOS]` (`None` starts)."""
-
-    def __init__(self, vocab, table: dict, tables=None):
-        super().__init__(vocab, tables=tables)
-        with np.errstate(divide="ignore"):
-            self.table = {k: np.log(np.asarray(v, dtype=np.float64)) for k, v in table.items()}
-
-    def _row(self, context) -> np.ndarray:
-        return self.table[context[-1] if context else None]
-
-    def _path(self, context) -> float:
-        total, prev = 0.0, None
-        for x in context:
-            total += self.table[prev][self.lookup[x]]
-            prev = x
-        return float(total)
-
-    async def prefix(self, context):
-        return self._path(context)
-
-    async def complete(self, context):
-        return self._path(context) + float(self._row(context)[-1])
-
-    async def logw_next(self, context):
-        return self.make_lazy_weights(self._row(context).copy())
-
-    def spawn(self):
-        return Bigram(self.vocab, {k: np.exp(v) for k, v in self.table.items()}, tables=self.tables)
-
-
-def ab_lm() -> Bigram:
-    return Bigram(AB, {None: [0.5, 0.3, 0.2], b"a": [0.3, 0.4, 0.3], b"b": [0.5, 0.1, 0.4]})
 
 
 class NoBB(Potential):

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from reliability_toys import AB, Bigram, NoBB, ab_lm
+from reliability_toys import AB, BigramLM, NoBB, ab_lm
 
 from genlm.control import AWRS, EOS, SMC, BoolFSA, Potential, PromptedLLM, direct_token_sampler
 from genlm.control.sampler.token import DirectTokenSampler
@@ -106,7 +106,7 @@ async def test_plus_inf_critic_is_a_clear_error():
 async def test_one_token_with_all_mass_is_exact(how, method):
     # a deterministic LM: "a b" then EOS, every other entry exactly zero; log Z = 0 and
     # the posterior is one sequence with weight 1 (NoBB accepts it, so AWRS agrees)
-    det = Bigram(AB, {None: [1.0, 0.0, 0.0], b"a": [0.0, 1.0, 0.0], b"b": [0.0, 0.0, 1.0]})
+    det = BigramLM(AB, {None: [1.0, 0.0, 0.0], b"a": [0.0, 1.0, 0.0], b"b": [0.0, 0.0, 1.0]})
     with np.errstate(all="raise"):
         seqs = await SAMPLERS[how](det)(5, 1.0, 8, seed=0, resampling_method=method)
     _assert_sane(seqs)

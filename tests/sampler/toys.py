@@ -20,7 +20,8 @@ class BigramLM(Potential):
 
     def __init__(self, vocab, table: dict, tables=None):
         super().__init__(vocab, tables=tables)
-        self.table = {k: np.log(np.asarray(v, dtype=np.float64)) for k, v in table.items()}
+        with np.errstate(divide="ignore"):  # a zero probability is a -inf log weight
+            self.table = {k: np.log(np.asarray(v, dtype=np.float64)) for k, v in table.items()}
         self.batch_calls = 0
         self.contexts_seen = 0
 
