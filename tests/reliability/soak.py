@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import psutil
 
 from genlm.control import AWRS, BoolFSA, PromptedLLM
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.built_in._state_cache import PrefixStateCache, RowCache
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -74,15 +74,12 @@ def cache_sizes(root, depth: int = 4) -> list[CacheSize]:
         if id(obj) in seen or d < 0:
             return
         seen.add(id(obj))
-        if isinstance(obj, PrefixStateCache):
+        if isinstance(obj, (PrefixStateCache, RowCache)):
             out.append(CacheSize(path, len(obj), obj.size))
             return
         attrs = getattr(obj, "__dict__", None)
         if attrs is None:
             return
-        for items, bound in (("_tables", "_table_cache_size"), ("_rows", "_row_cache_size")):
-            if items in attrs and bound in attrs:
-                out.append(CacheSize(f"{path}.{items}", len(attrs[items]), attrs[bound]))
         if "max_bytes" in attrs and hasattr(obj, "nbytes"):
             out.append(CacheSize(f"{path} (bytes)", int(obj.nbytes), int(attrs["max_bytes"])))
         if "_caches" in attrs:  # genlm-backend's HF token trie: no eviction

@@ -16,13 +16,12 @@ large, else by walking each token's bytes through the automaton.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
 
-from genlm.control.potential.coerce import Coerced
-from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.potential.built_in._state_rows import StateRowCoerced
+from genlm.control.weights import NEG_INF
 
 _FEW = 8  # up to this many tokens (and no cached row), `allowed_next` walks their bytes
 
@@ -32,7 +31,7 @@ def _log(x):
         return np.log(x)
 
 
-class CoercedDFA(Coerced):
+class CoercedDFA(StateRowCoerced):
     """`Coerced` for a deterministic `WFSA`/`BoolFSA` (same values, per-state token tables).
 
     Args:
@@ -40,17 +39,17 @@ class CoercedDFA(Coerced):
     """
 
     def __init__(self, *args, table_cache_size: int = 1024, **kwargs):
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, row_cache_size=table_cache_size, **kwargs)
         trie = self.trie
         self._symbols = np.array([-1] + [int(s) for s in trie.symbol[1:]], dtype=np.int64)
-        self._table_cache_size = table_cache_size
-        self._tables: OrderedDict[int, np.ndarray] = OrderedDict()
 
     def _state(self, context) -> int | None:
+        """The automaton state after `context`; None when the context has weight zero."""
         fwd = self.potential.forward(self._map(context))
         if fwd is None:
             return None
-        return int(np.argmax(fwd.alpha))
+        q = int(np.argmax(fwd.alpha))
+        return q if self.potential.automaton.beta[q] > 0 else None
 
     def _walk(self, q: int) -> np.ndarray:
         """The row over `vocab_eos` for automaton state `q` (see module docstring)."""
@@ -80,43 +79,21 @@ class CoercedDFA(Coerced):
             row[-1] = _log(a.stop[q]) - log_beta[q]
         return row
 
-    def _row(self, q: int) -> np.ndarray:
-        row = self._tables.get(q)
-        if row is None:
-            row = self._walk(q)
-            self._tables[q] = row
-            if len(self._tables) > self._table_cache_size:
-                self._tables.popitem(last=False)
-        else:
-            self._tables.move_to_end(q)
-        return row
-
-    async def logw_next(self, context) -> LazyWeights:
-        """The state's row: `logw_next(ctx)[x] = prefix(ctx·x) − prefix(ctx)`."""
-        return self.make_lazy_weights(self._row_of(context).copy())
-
-    def _row_of(self, context) -> np.ndarray:
-        q = self._state(context)
-        if q is None or not self.potential.automaton.beta[q] > 0:
-            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
-        return self._row(q)
-
     async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> np.ndarray:
         """Which of the tokens at `indices` of `vocab_eos` may follow `context`:
         `prefix(context + [x]) > -inf` for a token `x`, `complete(context) > -inf` for
         EOS; all False when `context` itself has weight zero."""
         rows = np.asarray(indices, dtype=np.intp)
         q = self._state(context)
-        a = self.potential.automaton
-        if q is None or not a.beta[q] > 0:
+        if q is None:
             return np.zeros(len(rows), dtype=bool)
-        row = self._tables.get(q)
+        row = self._rows.peek(q)
         if row is None and len(rows) > _FEW:
-            row = self._row(q)
+            row = self._rows.get(q)
         if row is not None:
             return row[rows] > NEG_INF
-        eos = len(self.vocab)
-        return np.array([a.stop[q] > 0 if i == eos else self._reaches(q, int(i)) for i in rows], dtype=bool)
+        eos, stop = len(self.vocab), self.potential.automaton.stop
+        return np.array([stop[q] > 0 if i == eos else self._reaches(q, int(i)) for i in rows], dtype=bool)
 
     def _reaches(self, q: int, i: int) -> bool:
         """Whether token `i`'s bytes lead from state `q` to a state with weight."""
@@ -128,22 +105,6 @@ class CoercedDFA(Coerced):
             if q < 0:
                 return False
         return bool(a.beta[q] > 0)
-
-    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
-        if not contexts:
-            return []
-        block = np.stack([self._row_of(c) for c in contexts])
-        return self.rows_to_weights(block)
-
-    def spawn(self) -> "CoercedDFA":
-        c = object.__new__(type(self))
-        c.__dict__.update(self.__dict__)
-        c.potential = self.potential.spawn()
-        c._tables = OrderedDict()
-        return c
-
-    def __repr__(self) -> str:
-        return f"CoercedDFA({self.potential!r}, |V|={len(self.tables.vocab)})"
 
 
 __all__ = ["CoercedDFA"]

@@ -13,13 +13,11 @@ kept in a bounded LRU keyed by state.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 
 from genlm.control.potential.built_in._json_machine import accepts, step
-from genlm.control.potential.coerce import Coerced
-from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.potential.built_in._state_rows import StateRowCoerced
+from genlm.control.weights import NEG_INF
 
 DEAD, UNKNOWN = -1, -2
 
@@ -96,7 +94,7 @@ class Transitions:
         return hit
 
 
-class CoercedJson(Coerced):
+class CoercedJson(StateRowCoerced):
     """`Coerced` for `JsonSchema` through `b"".join` (same values, per-state token rows).
 
     Args:
@@ -104,11 +102,13 @@ class CoercedJson(Coerced):
     """
 
     def __init__(self, *args, row_cache_size: int = 1024, **kwargs):
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, row_cache_size=row_cache_size, **kwargs)
         trie = self.trie
         self._symbols = np.array([0] + [int(s) for s in trie.symbol[1:]], dtype=np.int64)
-        self._row_cache_size = row_cache_size
-        self._rows: OrderedDict = OrderedDict()
+
+    def _state(self, context) -> frozenset | None:
+        """The recognizer state after `context`; None when the context has weight zero."""
+        return self.potential.state(self._map(context))
 
     def _walk(self, state: frozenset) -> np.ndarray:
         t = self.potential.transitions
@@ -126,38 +126,6 @@ class CoercedJson(Coerced):
         row[:-1][ids[self._leaf] >= 0] = 0.0
         row[-1] = 0.0 if t.accepts(state) else NEG_INF
         return row
-
-    def _row_of(self, context) -> np.ndarray:
-        state = self.potential.state(self._map(context))
-        if state is None:
-            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
-        row = self._rows.get(state)
-        if row is None:
-            row = self._rows[state] = self._walk(state)
-            if len(self._rows) > self._row_cache_size:
-                self._rows.popitem(last=False)
-        else:
-            self._rows.move_to_end(state)
-        return row
-
-    async def logw_next(self, context) -> LazyWeights:
-        """The state's row: `logw_next(ctx)[x] = prefix(ctx·x) − prefix(ctx)`."""
-        return self.make_lazy_weights(self._row_of(context).copy())
-
-    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
-        if not contexts:
-            return []
-        return self.rows_to_weights(np.stack([self._row_of(c) for c in contexts]))
-
-    def spawn(self) -> "CoercedJson":
-        c = object.__new__(type(self))
-        c.__dict__.update(self.__dict__)
-        c.potential = self.potential.spawn()
-        c._rows = OrderedDict()
-        return c
-
-    def __repr__(self) -> str:
-        return f"CoercedJson({self.potential!r}, |V|={len(self.tables.vocab)})"
 
 
 __all__ = ["CoercedJson", "Transitions"]

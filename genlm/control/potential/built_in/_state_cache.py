@@ -1,4 +1,5 @@
-"""A bounded cache of recognizer states keyed by context, extended one token at a time."""
+"""Bounded caches: recognizer states keyed by context (extended one token at a time),
+and rows keyed by state."""
 
 from __future__ import annotations
 
@@ -66,6 +67,39 @@ class PrefixStateCache(Generic[S]):
         self._states.clear()
 
 
+class RowCache(Generic[S]):
+    """At most `size` values keyed by a hashable state, made by `make(state)` on a
+    miss; the least recently used are evicted first.
+
+    Args:
+        make: `make(state) -> value`.
+        size: the maximum number of values kept.
+    """
+
+    def __init__(self, make: Callable[[Any], S], size: int):
+        self.make = make
+        self.size = size
+        self._items: OrderedDict[Hashable, S] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def peek(self, state: Hashable) -> S | None:
+        """The value kept for `state`, or None (nothing is made or reordered)."""
+        return self._items.get(state)
+
+    def get(self, state: Hashable) -> S:
+        """The value for `state`, made and kept on a miss (marks it as used)."""
+        value = self._items.get(state, _MISS)
+        if value is _MISS:
+            value = self._items[state] = self.make(state)
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+        else:
+            self._items.move_to_end(state)
+        return value
+
+
 _MISS = object()
 
-__all__ = ["PrefixStateCache"]
+__all__ = ["PrefixStateCache", "RowCache"]

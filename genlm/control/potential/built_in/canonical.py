@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
 import regex
 
 from genlm.control.potential.base import Potential, SparseLogws
+from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.tables import VocabTables
 from genlm.control.weights import NEG_INF, LazyWeights
 
@@ -230,7 +230,7 @@ class CanonicalTokenization(Potential):
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
         self._bytes = [bytes(t) for t in tables.vocab]
         self.cache_size = cache_size
-        self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._rows: RowCache[np.ndarray] = RowCache(self._row, cache_size)
         gpt2 = self.bpe is not None and self.bpe.gpt2_regex
         self._possible, self._forbidden = pair_tables(gpt2)
         self._first = np.array([first_char_class(b) for b in self._bytes], dtype=np.intp)
@@ -265,18 +265,14 @@ class CanonicalTokenization(Potential):
 
     def row(self, last: int) -> np.ndarray:
         """`allowed(vocab[last], b)` for every position b, built once and kept in an LRU."""
-        hit = self._rows.get(last)
-        if hit is not None:
-            self._rows.move_to_end(last)
-            return hit
+        return self._rows.get(last)
+
+    def _row(self, last: int) -> np.ndarray:
         x = self._last[last]
         row = self._possible[x, self._first].copy()
         check = np.flatnonzero(~row)
         row[check] = self._bpe_matches(check, last)
         row &= ~self._forbidden[x, self._first]
-        self._rows[last] = row
-        if len(self._rows) > self.cache_size:
-            self._rows.popitem(last=False)
         return row
 
     # Contexts ----------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""`Coerced` potentials whose next-token row depends on the context only through a state.
+
+For an inner potential read through `b"".join` whose future after a context is
+fixed by a hashable state `s` (a DFA state, a JSON recognizer state):
+
+    logw_next(ctx) = row(s(ctx))
+
+so each state's row is made once, by a subclass's `_walk(s)` over the token trie,
+and kept in a bounded LRU; a `logw_next` is then a state lookup and a row copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+import numpy as np
+
+from genlm.control.potential.built_in._state_cache import RowCache
+from genlm.control.potential.coerce import Coerced
+from genlm.control.weights import LazyWeights
+
+
+class StateRowCoerced(Coerced):
+    """`Coerced` with one row per inner state (same values as `Coerced`).
+
+    Subclasses give `_state(context)` (None when the context has weight zero) and
+    `_walk(state)` (the row over `vocab_eos`).
+
+    Args:
+        as for `Coerced`, plus `row_cache_size`: the most per-state rows kept.
+    """
+
+    def __init__(self, *args, row_cache_size: int = 1024, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._rows: RowCache[np.ndarray] = RowCache(self._walk, row_cache_size)
+
+    def _state(self, context) -> Hashable | None:
+        raise NotImplementedError
+
+    def _walk(self, state: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def _row_of(self, context) -> np.ndarray:
+        state = self._state(context)
+        if state is None:
+            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
+        return self._rows.get(state)
+
+    async def logw_next(self, context) -> LazyWeights:
+        """The state's row: `logw_next(ctx)[x] = prefix(ctx·x) − prefix(ctx)`."""
+        return self.make_lazy_weights(self._row_of(context).copy())
+
+    async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        if not contexts:
+            return []
+        return self.rows_to_weights(np.stack([self._row_of(c) for c in contexts]))
+
+    def spawn(self) -> "StateRowCoerced":
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        c.potential = self.potential.spawn()
+        c._rows = RowCache(c._walk, self._rows.size)
+        return c
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.potential!r}, |V|={len(self.tables.vocab)})"
+
+
+__all__ = ["StateRowCoerced"]
