@@ -4,6 +4,11 @@ The page needs no server and no network: every step is rendered as a table of
 particles (text, log weight, normalized weight as a bar, done flag, ancestor after
 resampling), and a few lines of inline script page through the steps.
 
+A record is input like any other: it is checked field by field before rendering
+(`RunRecord.validate`: a field of the wrong type is a `ValueError` naming it), every
+value placed into the page is HTML-escaped, and the one inline script is a constant
+that carries no data from the record.
+
 Example:
     ```python
     from genlm.control import InferenceVisualizer
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from genlm.control.sampler.record import RunRecord, StepRecord
+from genlm.control.sampler.record_file import write_text_atomically
 from genlm.control.sampler.resampling import normalized_weights
 
 _STYLE = """
@@ -60,15 +66,14 @@ show(k);
 
 def _load(source: Any) -> RunRecord:
     if isinstance(source, RunRecord):
+        source.validate()
         return source
     record = getattr(source, "record", None)
     if isinstance(record, RunRecord):
+        record.validate()
         return record
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.exists():
-            raise FileNotFoundError(f"no SMC record at {path}")
-        return RunRecord.from_json(path)
+        return RunRecord.from_json(source)
     raise TypeError(
         "expected a RunRecord, a path to an SMC record, or Sequences from a run with "
         f"json_path, got {type(source).__name__}"
@@ -76,7 +81,12 @@ def _load(source: Any) -> RunRecord:
 
 
 def _fmt(x: float) -> str:
-    return "-inf" if x == -math.inf else f"{x:.4f}"
+    return "-inf" if x == -math.inf else f"{float(x):.4f}"
+
+
+def _e(x: Any) -> str:
+    """Any value as escaped HTML text."""
+    return html.escape(str(x), quote=True)
 
 
 def _text_cell(units: list[str]) -> str:
@@ -92,7 +102,7 @@ def _table(contexts, log_weights, done, offspring) -> str:
     rows = ["<tr><th>#</th><th>copies</th><th>log w</th><th>W</th><th>text</th></tr>"]
     for i, (ctx, lw) in enumerate(zip(contexts, log_weights)):
         cls = "dead" if lw == -math.inf else ("done" if done and done[i] else "")
-        origin = "" if offspring is None else str(offspring[i])
+        origin = "" if offspring is None else _e(int(offspring[i]))
         rows.append(
             f'<tr class="{cls}"><td class="num">{i}</td><td class="num">{origin}</td>'
             f'<td class="num">{_fmt(lw)}</td><td class="num">{w[i]:.3f} '
@@ -103,9 +113,10 @@ def _table(contexts, log_weights, done, offspring) -> str:
 
 
 def _step_section(s: StepRecord, n_steps: int) -> str:
-    head = f"<h2>Step {s.step + 1} of {n_steps}</h2><p class=meta>ESS {s.ess:.2f}"
+    head = f"<h2>Step {_e(int(s.step) + 1)} of {n_steps}</h2><p class=meta>ESS {float(s.ess):.2f}"
     if s.resampled:
-        head += f" &middot; resampled; particle <i>i</i> copies <i>ancestors[i]</i>: {s.ancestors}"
+        ancestors = _e([int(a) for a in s.ancestors])
+        head += f" &middot; resampled; particle <i>i</i> copies <i>ancestors[i]</i>: {ancestors}"
     head += "</p>"
     copies = None
     if s.resampled:
@@ -114,15 +125,23 @@ def _step_section(s: StepRecord, n_steps: int) -> str:
 
 
 def render_html(record: RunRecord, title: str = "SMC run") -> str:
-    """The HTML page of a run record."""
+    """The HTML page of a run record (checked first: see `RunRecord.validate`).
+
+    Raises:
+        TypeError: if `record` is not a `RunRecord`.
+        ValueError: naming the first field of `record` of the wrong type or out of range.
+    """
+    if not isinstance(record, RunRecord):
+        raise TypeError(f"expected a RunRecord, got {type(record).__name__}")
+    record.validate()
     n = len(record.steps)
     sections = [_step_section(s, n) for s in record.steps]
     final = _table(record.final_contexts, record.final_log_weights, None, None)
     sections.append(f'<section class="step"><h2>Result</h2>{final}</section>')
     meta = (
-        f"{record.n_particles} particles &middot; ess_threshold {record.ess_threshold} &middot; "
-        f"max_tokens {record.max_tokens} &middot; {html.escape(record.resampling_method)} "
-        f"resampling &middot; seed {record.seed} &middot; log_ml {_fmt(record.log_ml)}"
+        f"{_e(record.n_particles)} particles &middot; ess_threshold {_e(record.ess_threshold)} &middot; "
+        f"max_tokens {_e(record.max_tokens)} &middot; {_e(record.resampling_method)} "
+        f"resampling &middot; seed {_e(record.seed)} &middot; log_ml {_fmt(record.log_ml)}"
     )
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -163,14 +182,16 @@ class InferenceVisualizer:
         """The page of `source` (or of the visualizer's record), written to `path` if given.
 
         Raises:
-            ValueError: if there is no record to render.
+            ValueError: if there is no record to render, a field of the record is of the
+                wrong type (the message names it), or `path` is not a usable output path
+                (a symbolic link, a directory, in a missing folder: see `record_file`).
         """
         record = self._record if source is None else _load(source)
         if record is None:
             raise ValueError("no record to render: pass a record or a path to one")
         page = render_html(record)
         if path is not None:
-            Path(path).write_text(page, encoding="utf-8")
+            write_text_atomically(path, page, what="path")
         return page
 
     def visualize(self, json_path: str | Path, auto_open: bool = False) -> str:
@@ -181,6 +202,7 @@ class InferenceVisualizer:
 
         Raises:
             FileNotFoundError: if `json_path` does not exist.
+            ValueError: if the file is not an SMC record (the message names a bad field).
         """
         record = _load(Path(json_path))
         if self._serve_dir is None:
@@ -188,7 +210,7 @@ class InferenceVisualizer:
             self._own_dir = True
         self._serve_dir.mkdir(parents=True, exist_ok=True)
         out = self._serve_dir / (Path(json_path).stem + ".html")
-        out.write_text(render_html(record, title=Path(json_path).name), encoding="utf-8")
+        write_text_atomically(out, render_html(record, title=Path(json_path).name), what="page")
         url = out.resolve().as_uri()
         if auto_open:
             webbrowser.open(url)

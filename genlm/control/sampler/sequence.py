@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,6 +14,7 @@ from genlm.grammar import Float
 from genlm.control.constant import EndOfSequence
 from genlm.control.potential.base import Potential
 from genlm.control.sampler.record import RunRecord
+from genlm.control.sampler.record_file import check_output_path
 from genlm.control.sampler.resampling import ess, get_resampler, log_mean_exp, normalized_weights
 from genlm.control.sampler.smc import SequenceModel, smc_standard
 from genlm.control.sampler.token import TokenSampler
@@ -78,13 +78,18 @@ class SMC:
                 (0 never resamples, 1 resamples at every step).
             max_tokens: bound on every sequence's length, EOS included.
             verbosity: 1 prints the particles after each step.
-            json_path: write a record of the run there (see `InferenceVisualizer`).
+            json_path: write a record of the run there (see `InferenceVisualizer`). The
+                path is checked before sampling (its folder exists and is writable; it
+                is not a directory, a symbolic link or a special file). If writing still
+                fails after the run, a `RecordNotWrittenWarning` names the cause and the
+                result is returned all the same, its record in `sequences.record`.
             resampling_method: 'multinomial', 'stratified', 'systematic' or 'residual'.
             terminate_when: a predicate on a particle's context that stops it.
             seed: makes the run reproducible bit for bit.
 
         Raises:
-            ValueError: for a bad argument, or a `+inf` log weight during the run.
+            ValueError: for a bad argument (a `json_path` breaking a rule above
+                included), or a `+inf` log weight during the run.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -92,8 +97,8 @@ class SMC:
             raise TypeError(f"terminate_when must be callable, got {type(terminate_when).__name__}")
         if isinstance(verbosity, bool) or not isinstance(verbosity, (int, np.integer)):
             raise TypeError(f"verbosity must be an integer, got {verbosity!r}")
-        if json_path is not None and not isinstance(json_path, (str, os.PathLike)):
-            raise TypeError(f"json_path must be a path (str or os.PathLike), got {type(json_path).__name__}")
+        if json_path is not None:
+            check_output_path(json_path)
         get_resampler(resampling_method)
         model = SequenceModel(self.unit_sampler, self.critic, int(max_tokens), terminate_when)
         pop = await smc_standard(

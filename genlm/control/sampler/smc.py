@@ -36,6 +36,7 @@ from genlm.control.constant import EOS
 from genlm.control.draw import current_rng
 from genlm.control.sampler._step import SlotStreams, _retrying, step_all, step_many
 from genlm.control.sampler.record import Recorder, RunRecord
+from genlm.control.sampler.record_file import check_output_path, write_record_or_warn
 from genlm.control.sampler.resampling import (
     ess,
     get_resampler,
@@ -211,7 +212,9 @@ async def smc_standard(
         model: the initial particle (cloned `n_particles` times).
         n_particles: population size.
         ess_threshold: resample when `ess < ess_threshold · n_particles`.
-        json_file: when given, a record of every step is written there after the run.
+        json_file: when given, a record of every step is written there after the run
+            (the path is checked first; if writing fails, a `RecordNotWrittenWarning`
+            says why and the population, with its `record`, is still returned).
         resampling_method: one of `resampling.RESAMPLING_METHODS`.
         seed: makes the run reproducible bit for bit (also when run concurrently
             with other seeded runs); fresh entropy when None.
@@ -221,6 +224,8 @@ async def smc_standard(
         The final `Population` (its `record` is set when `json_file` is given).
     """
     _check_args(n_particles, ess_threshold)
+    if json_file is not None:
+        check_output_path(json_file)
     resampler = get_resampler(resampling_method)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
@@ -258,7 +263,7 @@ async def smc_standard(
             bar.update(1)
     if recorder is not None:
         pop.record = recorder.finish(pop)
-        pop.record.to_json(json_file)
+        write_record_or_warn(pop.record, json_file)
     return pop
 
 
