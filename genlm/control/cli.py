@@ -3,7 +3,10 @@
     genlm-control generate --prompt "Numbers: " --regex "[0-9]+( [0-9]+)*" --particles 10
 
 The model defaults to the embedded one, so the command runs offline. Bad input exits
-with status 2 and one line on stderr (set GENLM_CONTROL_DEBUG=1 for the traceback).
+with status 2 and one line on stderr before any model is loaded (set
+GENLM_CONTROL_DEBUG=1 for the traceback). A result is never lost: when the run's
+record (`--record`) cannot be written after the run, the result is printed all the
+same, the failure is reported on stderr, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -12,12 +15,24 @@ import argparse
 import asyncio
 import json
 import os
+import stat
 import sys
 import warnings
 from typing import Any, NoReturn, Sequence
 
+from genlm.control.embedded import ALIASES, EMBEDDED_MODEL, resolve
+from genlm.control.sampler.record_file import RecordNotWrittenWarning, check_output_path
+
 SAMPLERS = ("awrs", "direct", "eager", "topk")
 RESAMPLING = ("multinomial", "stratified", "systematic", "residual")
+# The accepted range of each integer option: past it a run cannot fit in memory or time.
+BOUNDS = {
+    "particles": (1, 10_000),
+    "max_tokens": (1, 100_000),
+    "top_k": (1, 10_000),
+    "seed": (0, 2**63 - 1),
+}
+MAX_INPUT_BYTES = 8 * 2**20  # the largest --lark / --json-schema file read
 
 
 class UsageError(Exception):
@@ -57,11 +72,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read(path: str) -> str:
+    """The UTF-8 text of a regular file of at most `MAX_INPUT_BYTES` (never a pipe or
+    device, which could block or never end)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise UsageError(f"cannot read {path!r}: not a regular file")
+            data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_INPUT_BYTES:
+        raise UsageError(f"cannot read {path!r}: larger than {MAX_INPUT_BYTES // 2**20} MiB")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read {path!r}: not UTF-8 text ({exc.reason})") from exc
 
@@ -100,24 +123,97 @@ def _sampler(args: argparse.Namespace, llm: Any, item: Any) -> Any:
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.particles < 1:
-        raise UsageError(f"--particles must be ≥ 1, got {args.particles}")
-    if args.max_tokens < 1:
-        raise UsageError(f"--max-tokens must be ≥ 1, got {args.max_tokens}")
-    if not 0.0 <= args.ess_threshold <= 1.0:
+    """Every numeric option within its documented range (`BOUNDS`, [0, 1])."""
+    for name, (lo, hi) in BOUNDS.items():
+        value = getattr(args, name)
+        if value is not None and not lo <= value <= hi:
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} must be an integer in [{lo}, {hi}], got {value}")
+    if not 0.0 <= args.ess_threshold <= 1.0:  # also false for NaN
         raise UsageError(f"--ess-threshold must lie in [0, 1], got {args.ess_threshold}")
-    if args.top_k < 1:
-        raise UsageError(f"--top-k must be ≥ 1, got {args.top_k}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_record(args: argparse.Namespace, model: str) -> None:
+    """`--record` names a writable path (see `record_file.check_output_path`) that is
+    none of this invocation's inputs: the grammar or schema file, or a file of the
+    model's folder."""
+    if args.record is None:
+        return
+    try:
+        check_output_path(args.record, what="--record")
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    for flag in ("lark", "json_schema"):
+        source = getattr(args, flag)
+        if source is not None and _same_file(args.record, source):
+            option = "--" + flag.replace("_", "-")
+            raise UsageError(f"--record {args.record!r} is the {option} input file; refusing to overwrite it")
+    folder = resolve(model)
+    if os.path.isdir(folder):
+        inside = os.path.realpath(os.path.dirname(os.path.abspath(args.record)))
+        root = os.path.realpath(folder)
+        if os.path.commonpath([inside, root]) == root:
+            raise UsageError(f"--record {args.record!r} is inside the model's folder; refusing to write there")
+
+
+def _offline() -> bool:
+    flags = (os.environ.get(k, "") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(v.strip().upper() in {"1", "ON", "YES", "TRUE"} for v in flags)
+
+
+def _in_hf_cache(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        files = ("config.json", "tokenizer_config.json", "tokenizer.json")
+        return any(isinstance(try_to_load_from_cache(name, f), str) for f in files)
+    except Exception:  # an invalid repository id, or no huggingface_hub: not cached
+        return False
+
+
+def _check_model(model: str) -> None:
+    """Offline, a model must be the embedded one, a local folder, or in the HF cache:
+    fail at once rather than after the hub client's retries."""
+    if model in ALIASES or os.path.isdir(model) or not _offline() or _in_hf_cache(model):
+        return
+    raise UsageError(
+        f"model {model!r} is not available offline: it is not the embedded model "
+        f"({EMBEDDED_MODEL!r}), a local model folder, or in the Hugging Face cache "
+        "(HF_HUB_OFFLINE is set)"
+    )
+
+
+def preflight(args: argparse.Namespace) -> str:
+    """Check the arguments before any model is loaded; return the model's name.
+
+    Raises:
+        UsageError: naming the first bad argument.
+    """
+    model = args.model or EMBEDDED_MODEL
+    _check(args)
+    _check_record(args, model)
+    _check_model(model)
+    return model
 
 
 async def generate(args: argparse.Namespace) -> dict:
-    """Run the generation described by `args` and return the result as a dict."""
-    from genlm.control import PromptedLLM
-    from genlm.control.embedded import EMBEDDED_MODEL
+    """Run the generation described by `args` and return the result as a dict.
 
-    _check(args)
+    A record that cannot be written after the run is reported by a
+    `RecordNotWrittenWarning` (the result is returned all the same)."""
+    from genlm.control import PromptedLLM
+
+    model = preflight(args)
     item = _item_constraint(args)
-    model = args.model or EMBEDDED_MODEL
     llm = PromptedLLM.from_name(model, backend=args.backend)
     llm.set_prompt_from_str(args.prompt)
     sampler = _sampler(args, llm, item)
@@ -165,14 +261,34 @@ def _quiet_backends() -> None:
         pass
 
 
+def _run(args: argparse.Namespace) -> tuple[dict, str | None]:
+    """The result, and why the record was not written (None when it was, or none was asked)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecordNotWrittenWarning)
+        result = asyncio.run(generate(args))
+    failure = None
+    for w in caught:
+        if issubclass(w.category, RecordNotWrittenWarning):
+            failure = f"the record was not written to {w.message.path!r}: {w.message.reason}"
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return result, failure
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `genlm-control` console script."""
+    """Entry point of the `genlm-control` console script.
+
+    Returns:
+        0 on success; 1 when the result was printed but the record could not be
+        written; 2 for bad input (one line on stderr); 130 when interrupted.
+    """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not os.environ.get("GENLM_CONTROL_DEBUG"):
-        _quiet_backends()
     args = build_parser().parse_args(argv)
     try:
-        result = asyncio.run(generate(args))
+        preflight(args)  # before importing the model libraries: bad input fails in a blink
+        if not os.environ.get("GENLM_CONTROL_DEBUG"):
+            _quiet_backends()
+        result, failure = _run(args)
     except (UsageError, ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
         if os.environ.get("GENLM_CONTROL_DEBUG"):
             raise
@@ -182,7 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("genlm-control: interrupted", file=sys.stderr)
         return 130
-    print(json.dumps(result, indent=2) if args.json else render_table(result))
+    print(json.dumps(result, indent=2) if args.json else render_table(result), flush=True)
+    if failure is not None:
+        print(f"genlm-control: error: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -26,7 +26,20 @@ from typing import Any
 
 class RecordNotWrittenWarning(UserWarning):
     """The run finished but its record could not be written; the result is returned
-    and its record is in `sequences.record` (save it with `.to_json(other_path)`)."""
+    and its record is in `sequences.record` (save it with `.to_json(other_path)`).
+
+    Attributes:
+        path: where the record was to be written.
+        reason: why it was not.
+    """
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(
+            f"the run's record was not written to {path!r}: {reason}; the result is returned "
+            "and its record is in `sequences.record` (save it with "
+            "`sequences.record.to_json(other_path)`)"
+        )
 
 
 def _fail(what: str, path: str, problem: str) -> ValueError:
@@ -129,14 +142,7 @@ def write_record_or_warn(record: Any, path: Any) -> bool:
         record.to_json(path)
     except (OSError, ValueError) as exc:
         reason = f"{exc.strerror}" if isinstance(exc, OSError) and exc.strerror else str(exc)
-        warnings.warn(
-            RecordNotWrittenWarning(
-                f"the run's record was not written to {os.fspath(path)!r}: {reason}; the result is "
-                "returned and its record is in `sequences.record` (save it with "
-                "`sequences.record.to_json(other_path)`)"
-            ),
-            stacklevel=3,
-        )
+        warnings.warn(RecordNotWrittenWarning(os.fspath(path), reason), stacklevel=3)
         return False
     return True
 
