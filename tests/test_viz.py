@@ -1,6 +1,7 @@
 """`InferenceVisualizer`: a run record rendered as a self-contained HTML page."""
 
 import html.parser
+import json
 import sys
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 
 from genlm.control import SMC, InferenceVisualizer, direct_token_sampler
 from genlm.control.sampler.record import RunRecord, StepRecord
+from genlm.control.viz import render_html
 
 sys.path.insert(0, str(Path(__file__).parent / "sampler"))
 from toys import ab_lm, no_bb  # noqa: E402
@@ -97,3 +99,120 @@ def test_bad_sources(tmp_path):
     bad.write_text('{"format": "something else"}')
     with pytest.raises(ValueError, match="not an SMC record"):
         InferenceVisualizer(bad)
+
+
+# Hostile records -------------------------------------------------------------
+
+PAYLOADS = ["</script><script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "<!--", "]]>&amp;"]
+ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "nav", "button",
+                "span", "section", "table", "tr", "th", "td", "i", "script"}
+
+
+class _Audit(html.parser.HTMLParser):
+    """Every tag, every attribute, and the text of every script block."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.attrs, self.scripts, self.text = set(), [], [], []
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.attrs.extend(attrs)
+        self._in_script = tag == "script"
+        if tag == "script":
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts[-1] += data
+        else:
+            self.text.append(data)
+
+
+def _hostile_record(field: str, payload: str) -> RunRecord:
+    units = {"step": [["a"], ["b"]], "final": [["a", "<EOS>"], ["b", "<EOS>"]]}
+    if field == "step-context":
+        units["step"][1] = ["a", payload]
+    if field == "final-context":
+        units["final"][0] = [payload, "<EOS>"]
+    return RunRecord(
+        n_particles=2, ess_threshold=0.5, max_tokens=3, seed=7,
+        resampling_method=payload if field == "resampling_method" else "multinomial",
+        steps=[StepRecord(0, units["step"], [0.0, -1.0], [False, False], 1.5, [1, 1])],
+        final_contexts=units["final"], final_log_weights=[-0.5, float("-inf")], log_ml=-1.0,
+    )
+
+
+def _assert_inert(page: str, payload: str) -> None:
+    from genlm.control.viz import _SCRIPT
+
+    audit = _Audit()
+    audit.feed(page)
+    assert audit.tags <= ALLOWED_TAGS, audit.tags - ALLOWED_TAGS
+    assert audit.scripts == [_SCRIPT], "one script, the constant one"
+    assert not [a for a, _ in audit.attrs if a.startswith("on") or a in ("src", "href")]
+    assert payload in "".join(audit.text), "the payload is shown as text"
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("field", ["step-context", "final-context", "resampling_method", "title"])
+def test_hostile_strings_are_shown_as_text(field, payload, tmp_path):
+    record = _hostile_record(field, payload)
+    if field == "title":
+        path = tmp_path / f"{payload.replace('/', '_')}.json"
+        record.to_json(path)
+        InferenceVisualizer(serve_dir=tmp_path / "pages").visualize(path)
+        page = (tmp_path / "pages" / (path.stem + ".html")).read_text(encoding="utf-8")
+        payload = path.name
+    else:
+        page = InferenceVisualizer(record).to_html()
+    _assert_inert(page, payload)
+
+
+# Non-string fields: a hostile value is refused, naming the field, from a file or an object.
+HOSTILE_FIELDS = ["n_particles", "ess_threshold", "max_tokens", "seed", "log_ml"]
+
+
+@pytest.mark.parametrize("field", HOSTILE_FIELDS)
+def test_hostile_numbers_are_refused_from_a_file(field, tmp_path):
+    data = _hostile_record("", "").to_dict()
+    data[field] = "<script>alert(1)</script>"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"field {field}: must be"):
+        InferenceVisualizer(path)
+
+
+@pytest.mark.parametrize("field", ["step", "ess", "ancestors", "done", "log_weights"])
+def test_hostile_step_fields_are_refused_from_a_file(field, tmp_path):
+    data = _hostile_record("", "").to_dict()
+    data["steps"][0][field] = "<script>alert(1)</script>"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"field steps\[0\]\.{field}"):
+        InferenceVisualizer().to_html(source=path)
+
+
+@pytest.mark.parametrize("field", HOSTILE_FIELDS)
+def test_tampered_record_objects_are_refused(field):
+    record = _hostile_record("", "")
+    object.__setattr__(record, field, "<script>alert(1)</script>")  # bypass the frozen dataclass
+    with pytest.raises(ValueError, match=f"field {field}"):
+        InferenceVisualizer(record)
+    with pytest.raises(ValueError, match=f"field {field}"):
+        render_html(record)
+
+
+def test_to_html_never_writes_through_a_link(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "page.html").symlink_to(victim)
+    with pytest.raises(ValueError, match="symbolic link"):
+        InferenceVisualizer(_hostile_record("", "")).to_html(tmp_path / "page.html")
+    assert victim.read_text() == "precious"
+    with pytest.raises(TypeError, match="RunRecord"):
+        render_html({"format": "x"})
