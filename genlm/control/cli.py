@@ -74,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _read(path: str) -> str:
     """The UTF-8 text of a regular file of at most `MAX_INPUT_BYTES` (never a pipe or
     device, which could block or never end)."""
-    try:
-        with open(path, "rb") as fh:
+    try:  # O_NONBLOCK: opening a pipe with no writer returns at once instead of waiting
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise UsageError(f"cannot read {path!r}: not a regular file")
             data = fh.read(MAX_INPUT_BYTES + 1)
