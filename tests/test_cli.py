@@ -1,6 +1,7 @@
 """The genlm-control command: output formats on the embedded model, records, and bad input."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -106,14 +107,61 @@ def test_json_schema(capsys, tmp_path):
     check_posterior(out, valid)
 
 
-def test_record_renders(capsys, tmp_path):
+def test_record_renders(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a bare file name: the record goes in the working folder
     record = tmp_path / "run.json"
-    out = run_json(capsys, "--regex", NUMBER, "--record", str(record))
+    record.write_text("an older record")  # a regular file is replaced
+    out = run_json(capsys, "--regex", NUMBER, "--record", "run.json")
     data = json.loads(record.read_text(encoding="utf-8"))
     assert data["n_particles"] == 8 and data["seed"] == 0
     assert data["log_ml"] == pytest.approx(out["log_ml"])
     page = InferenceVisualizer(record).to_html()
     assert "<h2>Step 1 of" in page
+
+
+def test_failed_record_still_prints_the_result(capsys, tmp_path, monkeypatch):
+    import errno
+
+    from genlm.control.sampler import record_file
+
+    expected = run_json(capsys, "--regex", NUMBER)
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(record_file.os, "fsync", no_space)
+    code = main([*BASE, "--regex", NUMBER, "--record", str(tmp_path / "run.json"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert json.loads(captured.out) == expected, "the result is printed all the same"
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("genlm-control: error: the record was not written to ")
+    assert lines[0].endswith("No space left on device")
+    assert list(tmp_path.iterdir()) == [], "no partial or temporary file is left"
+
+
+def test_offline_model_check(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    from genlm.control.cli import UsageError, _check_model
+    from genlm.control.embedded import model_path
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    snapshot = tmp_path / "models--some-org--cached-model" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--some-org--cached-model" / "refs").mkdir()
+    (tmp_path / "models--some-org--cached-model" / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in ("some-org/cached-model", "genlm-control/tiny-gpt2", "embedded", model_path()):
+        _check_model(name)  # available offline: no error
+    for name in ("some-org/other-model", "a/b/c", "../x", ""):
+        with pytest.raises(UsageError, match="not available offline"):
+            _check_model(name)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    _check_model("some-org/other-model")  # online, the hub client decides
 
 
 def _bad_inputs(tmp_path):
