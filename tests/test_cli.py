@@ -1,5 +1,6 @@
 """The genlm-control command: output formats on the embedded model, records, and bad input."""
 
+import inspect
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import jsonschema
 import lark
 import pytest
 
-from genlm.control import InferenceVisualizer
+from genlm.control import BoolCFG, InferenceVisualizer
 from genlm.control.cli import main
 
 NUMBER = r" [0-9]\."  # one digit: every particle can finish within the token budget
@@ -92,6 +93,21 @@ def test_lark_grammar(capsys, tmp_path):
         return True
 
     check_posterior(out, parses)
+
+
+@pytest.mark.skipif(
+    "base_dir" not in inspect.signature(BoolCFG.from_lark).parameters,
+    reason="needs BoolCFG.from_lark(base_dir=), which comes with the bounded Lark reader",
+)
+def test_lark_relative_import_reads_the_grammar_folder(capsys, tmp_path, monkeypatch):
+    (tmp_path / "grammar").mkdir()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "grammar" / "number.lark").write_text('start: " " digit "."\n%import .digits (digit)\n')
+    (tmp_path / "grammar" / "digits.lark").write_text('digit: "7"\n')
+    (tmp_path / "work" / "digits.lark").write_text('digit: "3"\n')  # a decoy in the working folder
+    monkeypatch.chdir(tmp_path / "work")
+    out = run_json(capsys, "--lark", str(tmp_path / "grammar" / "number.lark"), "--sampler", "eager")
+    assert [r["text"] for r in out["posterior"]] == [" 7."]
 
 
 def test_json_schema(capsys, tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import stat
@@ -97,7 +98,7 @@ def _item_constraint(args: argparse.Namespace) -> Any:
     if args.regex is not None:
         return BoolFSA.from_regex(args.regex)
     if args.lark is not None:
-        return BoolCFG.from_lark(_read(args.lark))
+        return _lark(BoolCFG, args.lark)
     if args.json_schema is not None:
         text = _read(args.json_schema)
         try:
@@ -106,6 +107,17 @@ def _item_constraint(args: argparse.Namespace) -> Any:
             raise UsageError(f"{args.json_schema!r} is not JSON: {exc}") from exc
         return JsonSchema(schema)
     return None
+
+
+def _lark(cfg_class: Any, path: str) -> Any:
+    """The grammar of the file at `path`; a relative `%import .name` reads `name.lark`
+    from the file's folder, never from the working folder."""
+    text = _read(path)
+    # `base_dir=` arrives with the bounded Lark reader; a `from_lark` without it is
+    # called as before, so this module works on either side of that change.
+    if "base_dir" in inspect.signature(cfg_class.from_lark).parameters:
+        return cfg_class.from_lark(text, base_dir=os.path.dirname(os.path.abspath(path)))
+    return cfg_class.from_lark(text)
 
 
 def _sampler(args: argparse.Namespace, llm: Any, item: Any) -> Any:
