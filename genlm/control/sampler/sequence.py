@@ -88,8 +88,7 @@ class SMC:
             seed: makes the run reproducible bit for bit.
 
         Raises:
-            ValueError: for a bad argument (a `json_path` breaking a rule above
-                included), or a `+inf` log weight during the run.
+            ValueError: for a bad argument, or a `+inf` log weight during the run.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
