@@ -105,6 +105,8 @@ def _item_constraint(args: argparse.Namespace) -> Any:
             schema = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UsageError(f"{args.json_schema!r} is not JSON: {exc}") from exc
+        except RecursionError:
+            raise UsageError(f"{args.json_schema!r} is JSON nested too deeply") from None
         return JsonSchema(schema)
     return None
 
@@ -178,9 +180,12 @@ def _check_record(args: argparse.Namespace, model: str) -> None:
             raise UsageError(f"--record {args.record!r} is inside the model's folder; refusing to write there")
 
 
-def _offline() -> bool:
-    flags = (os.environ.get(k, "") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    return any(v.strip().upper() in {"1", "ON", "YES", "TRUE"} for v in flags)
+def _offline() -> str | None:
+    """The environment variable that turns downloads off, if one does."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}:
+            return name
+    return None
 
 
 def _in_hf_cache(name: str) -> bool:
@@ -196,12 +201,13 @@ def _in_hf_cache(name: str) -> bool:
 def _check_model(model: str) -> None:
     """Offline, a model must be the embedded one, a local folder, or in the HF cache:
     fail at once rather than after the hub client's retries."""
-    if model in ALIASES or os.path.isdir(model) or not _offline() or _in_hf_cache(model):
+    offline = _offline()
+    if model in ALIASES or os.path.isdir(model) or offline is None or _in_hf_cache(model):
         return
     raise UsageError(
         f"model {model!r} is not available offline: it is not the embedded model "
         f"({EMBEDDED_MODEL!r}), a local model folder, or in the Hugging Face cache "
-        "(HF_HUB_OFFLINE is set)"
+        f"({offline} is set)"
     )
 
 

@@ -64,6 +64,7 @@ def _fixtures(tmp: Path) -> None:
     os.link(tmp / "s.json", tmp / "s-hardlink.json")
     (tmp / "ref.json").write_text('{"$ref": "http://127.0.0.1:9/x.json"}')
     (tmp / "big.json").write_bytes(b" " * (8 * 2**20 + 1))
+    (tmp / "deep.json").write_text("[" * 10**5 + "]" * 10**5)
 
 
 # (row id, thunk of the tmp folder, error type, message pattern); in the order of docs/bad-input.md
@@ -148,6 +149,7 @@ CLI_ROWS = [
     ("cli-lark-device", lambda t: ["--lark", "/dev/zero"], "not a regular file"),
     ("cli-lark-fifo", lambda t: ["--lark", str(t / "fifo")], "not a regular file"),
     ("cli-schema-too-large", lambda t: ["--json-schema", str(t / "big.json")], "larger than 8 MiB"),
+    ("cli-schema-deep-nesting", lambda t: ["--json-schema", str(t / "deep.json")], "nested too deeply"),
     ("cli-schema-remote-ref", lambda t: ["--json-schema", str(t / "ref.json")], "not a local reference|remote|\\$ref"),
 ]
 
