@@ -165,6 +165,39 @@ def _assemble(start, stop, src, dst, lab, val, boolean) -> ByteAutomaton:
     return ByteAutomaton(start, stop, tuple(trans), beta, mass, boolean, delta, log_arc)
 
 
+def dfa_automaton(delta: np.ndarray, final: np.ndarray, boolean: bool) -> ByteAutomaton:
+    """The `ByteAutomaton` of a trimmed byte DFA (initial state 0, every state live)
+    whose state `q` splits its mass evenly over its `k_q` choices (outgoing bytes plus
+    stopping, when final): `T_b[q, δ(q, b)] = ρ[q] = 1/k_q`.
+
+    Every state is live, so the process stops with probability 1 and `β = 1`; the
+    arrays are built directly, in time linear in `n · 256`, with no linear solve.
+    """
+    n = len(final)
+    has = delta >= 0
+    k = has.sum(axis=1) + final
+    w = np.ones(n) if boolean else 1.0 / k
+    src, lab = np.nonzero(has)
+    dst = delta[src, lab].astype(np.int64)
+    start = np.zeros(n)
+    start[0] = 1.0
+    stop = np.where(final, w, 0.0)
+    trans = []
+    order = np.argsort(lab, kind="stable")
+    bounds = np.searchsorted(lab[order], np.arange(N_BYTES + 1))
+    for b in range(N_BYTES):
+        sel = order[bounds[b] : bounds[b + 1]]
+        trans.append(
+            sp.csr_matrix((w[src[sel]], (src[sel], dst[sel])), shape=(n, n)) if len(sel) else None
+        )
+    mass = np.zeros((n, N_BYTES + 1))
+    mass[:, :N_BYTES] = np.where(has, w[:, None], 0.0)
+    mass[:, N_BYTES] = stop
+    with np.errstate(divide="ignore"):
+        log_arc = np.where(has, np.log(w)[:, None], -np.inf)
+    return ByteAutomaton(start, stop, tuple(trans), np.ones(n), mass, boolean, delta, log_arc)
+
+
 def _deterministic_tables(start, src, dst, lab, val, n):
     """`(delta, log_arc)` when the automaton is deterministic, else `(None, None)`."""
     if np.count_nonzero(start) != 1:
@@ -192,4 +225,4 @@ def _backward(total: sp.csr_matrix, stop: np.ndarray, boolean: bool) -> np.ndarr
     return np.linalg.solve(np.eye(len(dense)) - dense, stop)
 
 
-__all__ = ["ByteAutomaton", "compile_wfsa", "weight_to_float", "N_BYTES"]
+__all__ = ["ByteAutomaton", "compile_wfsa", "dfa_automaton", "weight_to_float", "N_BYTES"]

@@ -9,7 +9,7 @@ from genlm.grammar import CFG, Boolean, Earley, Float
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 from genlm.grammar.cfglm import add_EOS
 
-from genlm.control.potential.built_in._cfg_lark import BYTE_SYMBOLS, lark_to_cfg
+from genlm.control.potential.built_in._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
 from genlm.control.potential.built_in._fsa_arrays import N_BYTES, weight_to_float
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
@@ -110,18 +110,29 @@ class WCFG(CachedRecognizer):
         return cls(cfg, cache_size)
 
     @classmethod
-    def from_lark(cls, grammar: str, cache_size: int = 4096) -> "WCFG":
+    def from_lark(
+        cls, grammar: str, cache_size: int = 4096, *, base_dir: str | None = None
+    ) -> "WCFG":
         """From a Lark grammar (see `_cfg_lark` for the exact language accepted).
+
+        Args:
+            grammar: the grammar text.
+            base_dir: the folder a relative `%import .name` reads `name.lark` from (the
+                grammar file's folder, when the grammar came from a file). Without it a
+                relative import is a ValueError. `%import common.WORD` (Lark's bundled
+                grammars) always works; no other file is opened.
 
         Raises:
             TypeError: if `grammar` is not a str.
-            ValueError: naming the problem, for a grammar Lark rejects or one
-                without a `start` rule.
+            ValueError: naming the problem, for a grammar Lark rejects, one without a
+                `start` rule, an `%import` that cannot be resolved, an empty language,
+                or a grammar over the size limits (see `_cfg_lark`).
         """
         if not isinstance(grammar, str):
             raise TypeError(f"a Lark grammar must be a str, got {type(grammar).__name__}")
-        cfg = cls(lark_to_cfg(grammar, Boolean if cls.boolean else Float), cache_size)
-        cfg.lark_grammar = grammar
+        parsed = read_lark(grammar, base_dir)
+        cfg = cls(lark_to_cfg(parsed, Boolean if cls.boolean else Float), cache_size)
+        cfg.lark_grammar, cfg.lark_parsed = grammar, parsed
         return cfg
 
     def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
