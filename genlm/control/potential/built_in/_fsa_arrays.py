@@ -47,7 +47,8 @@ class ByteAutomaton:
     Attributes:
         start: initial weights `α₀`, shape (n,).
         stop: stop weights `ρ`, shape (n,).
-        trans: per byte, the sparse matrix `T_b` (n × n), or None when no arc has label `b`.
+        trans: per byte, the sparse matrix `T_b` (n × n), or None when no arc has label `b`;
+            None for an automaton built from a DFA (`dfa_automaton`), which steps by `delta`.
         beta: backward weights `β`, shape (n,).
         next_mass: `M`, shape (n, 257).
         boolean: whether only the support of the weights matters.
@@ -171,31 +172,22 @@ def dfa_automaton(delta: np.ndarray, final: np.ndarray, boolean: bool) -> ByteAu
     stopping, when final): `T_b[q, δ(q, b)] = ρ[q] = 1/k_q`.
 
     Every state is live, so the process stops with probability 1 and `β = 1`; the
-    arrays are built directly, in time linear in `n · 256`, with no linear solve.
+    arrays are built directly, in time linear in `n · 256`, with no linear solve, and
+    without the per-byte matrices (`trans` is None: a DFA steps through `delta`).
     """
     n = len(final)
     has = delta >= 0
     k = has.sum(axis=1) + final
     w = np.ones(n) if boolean else 1.0 / k
-    src, lab = np.nonzero(has)
-    dst = delta[src, lab].astype(np.int64)
     start = np.zeros(n)
     start[0] = 1.0
     stop = np.where(final, w, 0.0)
-    trans = []
-    order = np.argsort(lab, kind="stable")
-    bounds = np.searchsorted(lab[order], np.arange(N_BYTES + 1))
-    for b in range(N_BYTES):
-        sel = order[bounds[b] : bounds[b + 1]]
-        trans.append(
-            sp.csr_matrix((w[src[sel]], (src[sel], dst[sel])), shape=(n, n)) if len(sel) else None
-        )
     mass = np.zeros((n, N_BYTES + 1))
     mass[:, :N_BYTES] = np.where(has, w[:, None], 0.0)
     mass[:, N_BYTES] = stop
     with np.errstate(divide="ignore"):
         log_arc = np.where(has, np.log(w)[:, None], -np.inf)
-    return ByteAutomaton(start, stop, tuple(trans), np.ones(n), mass, boolean, delta, log_arc)
+    return ByteAutomaton(start, stop, None, np.ones(n), mass, boolean, delta, log_arc)
 
 
 def _deterministic_tables(start, src, dst, lab, val, n):

@@ -137,19 +137,15 @@ class _NFA:
         if seqs is None:
             seqs = self._seqs[ranges] = utf8_sequences(ranges)
         end = self.new()
-        if not seqs:
-            return end  # the empty set: nothing reaches `end`
-        suffix: dict = {(): end}
-
-        def reader(rest: tuple) -> int:  # the state that reads `rest` into `end`
-            if rest not in suffix:
-                q = self.new()
-                self.arcs[q].append((*rest[0], reader(rest[1:])))
-                suffix[rest] = q
-            return suffix[rest]
-
+        suffix: dict = {(): end}  # a byte-range suffix -> the state that reads it into `end`
         for seq in seqs:
-            self.arcs[start].append((*seq[0], reader(seq[1:])))
+            for i in range(len(seq) - 1, 0, -1):
+                rest = seq[i:]
+                if rest not in suffix:
+                    q = self.new()
+                    self.arcs[q].append((*rest[0], suffix[rest[1:]]))
+                    suffix[rest] = q
+            self.arcs[start].append((*seq[0], suffix[seq[1:]]))
         return end
 
 
@@ -180,12 +176,16 @@ def _byte_classes(nfa: _NFA) -> tuple[np.ndarray, list]:
             cuts[lo] = cuts[hi + 1] = True
     class_of = np.cumsum(cuts[:256]) - 1
     class_of -= class_of.min()
+    cls = class_of.tolist()
     table = []
     for arcs in nfa.arcs:
         row: dict = {}
         for lo, hi, t in arcs:
-            for c in range(int(class_of[lo]), int(class_of[hi]) + 1):
-                row.setdefault(c, []).append(t)
+            for c in range(cls[lo], cls[hi] + 1):
+                if c in row:
+                    row[c].append(t)
+                else:
+                    row[c] = [t]
         table.append(row)
     return class_of, table
 

@@ -190,6 +190,15 @@ def _lexing_differs(rules: list, dfas: dict, budget: int) -> str | None:
     return None
 
 
+def _arc_lists(dfa) -> list:
+    """Per state of `dfa`, its arcs as `[(byte, next state)]`."""
+    src, byte = np.nonzero(dfa.delta >= 0)
+    out: list = [[] for _ in range(dfa.n_states)]
+    for q, b, t in zip(src.tolist(), byte.tolist(), dfa.delta[src, byte].tolist()):
+        out[q].append((b, t))
+    return out
+
+
 def _product(ctx: list, dfas: dict, after: dict, budget: int) -> tuple[str | None, int, set]:
     """Explore the lexer automaton of the terminals `ctx`; a state where terminal `A`
     is complete and some byte both continues a lexeme and may start what follows `A`
@@ -197,13 +206,16 @@ def _product(ctx: list, dfas: dict, after: dict, budget: int) -> tuple[str | Non
     complete together)`."""
     start = frozenset((t, 0) for t in ctx)
     seen, todo, ends = {start}, [start], set()
+    arcs = {t: _arc_lists(dfas[t]) for t in ctx}
     while todo:
         state = todo.pop()
         moves: dict[int, set] = {}
         for t, q in state:
-            row = dfas[t].delta[q]
-            for b in np.flatnonzero(row >= 0).tolist():
-                moves.setdefault(b, set()).add((t, int(row[b])))
+            for b, r in arcs[t][q]:
+                if b in moves:
+                    moves[b].add((t, r))
+                else:
+                    moves[b] = {(t, r)}
         done = frozenset(t for t, q in state if dfas[t].final[q])
         if done:
             ends.add(done)
