@@ -109,10 +109,11 @@ class GuidedConstraint(CachedRecognizer):
     def from_regex(cls, llm: Any, pattern: str, **kwargs) -> "GuidedConstraint":
         """Token sequences whose bytes fully match `pattern`.
 
-        The pattern reads as in `BoolFSA.from_regex` (`regex.fullmatch` with ASCII
-        classes) when it is rewritten exactly into the engine's syntax (see
-        `_guided_regex`); a pattern outside that rewriting (inline flags, possessive
-        repeats, ...) goes to the engine as is, in Rust `regex` syntax.
+        The pattern reads as in `BoolFSA.from_regex` (`re.fullmatch` with ASCII
+        classes, flags resolved) when `BoolFSA.from_regex` accepts it (it is then
+        printed exactly in the engine's syntax, see `_guided_regex`); a pattern it
+        refuses (anchors, possessive repeats, ...) goes to the engine as is, in Rust
+        `regex` syntax.
         """
         if not isinstance(pattern, str):
             raise TypeError(f"a regex pattern must be a str, got {type(pattern).__name__}")
