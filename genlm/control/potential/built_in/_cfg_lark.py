@@ -212,7 +212,8 @@ def _add_terminal(cfg: CFG, head: str, dfa: ByteDFA, w) -> None:
     src, byte = np.nonzero(has)
     dst = dfa.delta[src, byte].tolist()
     cfg.V.update(BYTE_SYMBOLS[b] for b in set(byte.tolist()))
-    if len(src) == dfa.n_states - 1 and (src == np.arange(len(src))).all() and dfa.final[-1]:
+    chain = len(src) == dfa.n_states - 1 and (src == np.arange(len(src))).all()
+    if chain and dfa.final[-1] and dfa.final.sum() == 1:
         cfg.add(cfg.R.one, head, *(BYTE_SYMBOLS[b] for b in byte.tolist()))  # a chain
         return
     name = [f"$Q:{head}:{q}" for q in range(dfa.n_states)]
