@@ -6,7 +6,6 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._fsa_arrays import (
     N_BYTES,
     ByteAutomaton,
@@ -57,7 +56,8 @@ class WFSA(CachedRecognizer):
 
     Args:
         wfsa: a `genlm.grammar.WFSA` in the Float, Real, Log or Boolean semiring,
-            with byte-value labels (character labels are converted with `to_bytes`).
+            with byte-value labels (character labels are converted with `to_bytes`),
+            or a `ByteDFA` (see `from_dfa`).
         cache_size: the most forward vectors kept.
 
     Raises:
@@ -69,9 +69,13 @@ class WFSA(CachedRecognizer):
     stateful = True
 
     def __init__(self, wfsa: Any, cache_size: int = 16384):
-        self._wfsa, self._dfa = wfsa, None
         self.cache_size = cache_size
-        self.automaton = compile_wfsa(wfsa, boolean=self.boolean)
+        if isinstance(wfsa, ByteDFA):  # a regex's DFA: arrays built directly
+            self._wfsa, self._dfa = None, wfsa
+            self.automaton = dfa_automaton(wfsa.delta, wfsa.final, self.boolean)
+        else:
+            self._wfsa, self._dfa = wfsa, None
+            self.automaton = compile_wfsa(wfsa, boolean=self.boolean)
         super().__init__(BYTE_VOCAB)
         self._init_cache()
 
@@ -79,13 +83,7 @@ class WFSA(CachedRecognizer):
     def from_dfa(cls, dfa: ByteDFA, cache_size: int = 16384) -> "WFSA":
         """From a trimmed byte DFA (`_fsa_regex.ByteDFA`), each state splitting its
         mass evenly over its choices (see `from_regex`); arrays built directly."""
-        fsa = object.__new__(cls)
-        fsa._wfsa, fsa._dfa = None, dfa
-        fsa.cache_size = cache_size
-        fsa.automaton = dfa_automaton(dfa.delta, dfa.final, cls.boolean)
-        Potential.__init__(fsa, BYTE_VOCAB)
-        fsa._init_cache()
-        return fsa
+        return cls(dfa, cache_size)
 
     @property
     def wfsa(self) -> Any:
