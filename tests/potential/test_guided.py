@@ -120,20 +120,22 @@ def test_regex_rewriting():
     assert engine_regex("[^a]") == r"[\x{0}-\x{60}\x{62}-\x{D7FF}\x{E000}-\x{10FFFF}]"
     assert engine_regex("a|bc") == r"(?:\x{61}|\x{62}\x{63})"
     assert engine_regex("a{2,}?") == r"(?:\x{61}){2,}"
-    for unsupported in ["(?i)a", "a*+", "(?>a)", "\ud800", "(a)\\1", "^a"]:
+    assert engine_regex("(?i)a") == r"[\x{41}\x{61}]"
+    assert engine_regex("(?s).") == r"[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]"
+    assert engine_regex("\ud800") == r"[^\x{0}-\x{10FFFF}]"  # no UTF-8 text: the empty class
+    for unsupported in ["a*+", "(?>a)", "(a)\\1", "^a", "a$", r"a\Z", "(?=a)a"]:
         assert engine_regex(unsupported) is None, unsupported
     assert complement([(0, 9), (5, 20)]) == [(21, 0x10FFFF)]
     assert ascii_classes(r"/\d[\s]\\d\./") == r"/[0-9][[\t\n\x0B\x0C\r ]]\\d\./"
 
 
-async def test_regex_outside_the_rewriting_takes_the_generic_path(llm, caplog):
-    fsa = BoolFSA.from_regex("(?i)ab")
+async def test_inexact_lark_takes_the_generic_path_and_says_why(llm, caplog):
+    cfg = BoolCFG.from_lark("start: A A\nA: /a+/")
     with caplog.at_level(logging.DEBUG, logger="genlm.control.potential.built_in.guided"):
-        c = fsa.coerce(llm, f=b"".join)
+        c = cfg.coerce(llm, f=b"".join)
     assert not isinstance(c, GuidedCoerced)
-    assert "generic path" in caplog.text
-    with pytest.raises(ValueError, match="engine=True"):
-        fsa.coerce(llm, f=b"".join, engine=True)
+    assert "generic path" in caplog.text and "maximal munch" in caplog.text
+    assert isinstance(cfg.coerce(llm, f=b"".join, engine=True), GuidedCoerced)
 
 
 async def test_non_llm_targets_and_maps_take_the_generic_path(llm):
@@ -180,18 +182,25 @@ async def test_lark_rows_agree_with_the_coerced_grammar(llm):
     await assert_same(engine, generic, llm.tokenize("(12+3)-4"))
 
 
-async def test_lark_differences_by_design(llm, pieces):
-    """The engine lexes each terminal by longest match and places `%ignore` only
-    between terminals; byte-level Earley takes any split and ignores at the ends."""
+async def test_lark_engine_only_where_exact(llm, pieces):
+    """Grammars whose terminals compete for text (maximal munch would cut them
+    differently) keep byte-level Earley by default; `engine=True` takes the engine,
+    whose lexer refuses those splits. `%ignore` is read the same on both paths
+    (before every terminal and at the end), so it keeps the engine."""
     greedy = "start: A A\nA: /a+/"
-    ignore = 'start: "x" "y"\n%ignore " "'
-    for grammar, text in [(greedy, b"aa"), (ignore, b"x y "), (ignore, b" x y")]:
-        engine = BoolCFG.from_lark(grammar).coerce(llm, f=b"".join)
+    words = "start: WORD WORD\nWORD: /[a-z]+/"
+    for grammar, text in [(greedy, b"aa"), (words, b"abc")]:
+        cfg = BoolCFG.from_lark(grammar)
         toks = split(pieces, text, list(range(len(text))))
-        assert await BoolCFG.from_lark(grammar).complete(list(text)) == 0.0
-        assert await engine.complete(toks) == NEG_INF
-    engine = BoolCFG.from_lark(ignore).coerce(llm, f=b"".join)
-    assert await engine.complete(split(pieces, b"x  y", [1, 2, 3])) == 0.0
+        assert await cfg.complete(list(text)) == 0.0
+        assert await cfg.coerce(llm, f=b"".join).complete(toks) == 0.0  # exact: Earley
+        assert await cfg.coerce(llm, f=b"".join, engine=True).complete(toks) == NEG_INF
+    cfg = BoolCFG.from_lark('start: "x" "y"\n%ignore " "')
+    engine = cfg.coerce(llm, f=b"".join)
+    assert isinstance(engine, GuidedCoerced)
+    for text in [b"x y ", b" x y", b"x  y", b" xy  "]:
+        toks = split(pieces, text, list(range(len(text))))
+        assert await engine.complete(toks) == await cfg.complete(list(text)) == 0.0
 
 
 # JSON ------------------------------------------------------------------------

@@ -181,3 +181,48 @@ async def test_non_byte_tokens_are_a_type_error():
         await cfg.prefix(["("])
     with pytest.raises(ValueError, match="weight zero"):
         await cfg.logw_next(list(b")"))
+
+
+# Imports, empty languages and the Earley limit ---------------------------------
+
+
+async def test_relative_import_reads_the_grammar_folder_only(tmp_path, monkeypatch):
+    (tmp_path / "words.lark").write_text('WORD: /[a-c]+/\nCOMMA: ","\n')
+    grammar = "%import .words (WORD, COMMA)\nstart: WORD (COMMA WORD)*"
+    cfg = BoolCFG.from_lark(grammar, base_dir=tmp_path)
+    assert await cfg.complete(list(b"ab,c")) == 0.0
+    assert await cfg.complete(list(b"ab,")) == NEG_INF
+    monkeypatch.chdir(tmp_path)  # the working directory is never searched
+    with pytest.raises(ValueError, match="relative import needs"):
+        BoolCFG.from_lark(grammar)
+
+
+async def test_bundled_imports_keep_working():
+    cfg = BoolCFG.from_lark("%import common.WORD\n%import common.WS\nstart: WORD (WS WORD)*")
+    assert await cfg.complete(list(b"ab cd")) == 0.0
+    assert await cfg.complete(list(b"ab1")) == NEG_INF
+
+
+def test_languages_that_are_empty_are_refused_and_unused_loops_are_not():
+    with pytest.raises(ValueError, match="language is empty"):
+        BoolCFG.from_lark('start: a\na: a "x"')
+    BoolCFG.from_lark('start: "y" | a\na: a "x"')  # `a` is empty, `start` is not
+
+
+async def test_earley_is_built_on_first_use_within_its_rule_limit():
+    grammar = "start: " + " | ".join(f'"kw{i}"' for i in range(40))
+    cfg = BoolCFG.from_lark(grammar, max_rules=10)
+    assert cfg._model is None
+    with pytest.raises(ValueError, match="max_rules=10"):
+        await cfg.prefix([])
+    cfg = BoolCFG.from_lark(grammar)
+    assert await cfg.complete(list(b"kw39")) == 0.0
+    assert await cfg.complete(list(b"kw40")) == NEG_INF
+
+
+async def test_literal_terminals_are_single_rules_with_the_same_weights():
+    """A literal terminal is one rule `T → b₁…b_n` (weight 1, as its chain automaton
+    gives), so weighted sentences keep their weights: two rules for `start`, 1/2 each."""
+    w = WCFG.from_lark('start: "ab" | X\nX: /c|d/')
+    assert await w.complete(list(b"ab")) == pytest.approx(math.log(0.5))
+    assert await w.complete(list(b"c")) == pytest.approx(math.log(0.5 * 1 / 2))

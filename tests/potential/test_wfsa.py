@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pytest
@@ -23,8 +24,10 @@ PATTERNS = [
     r"[a-c]+\s?[x-z]*",
     r"\w+@\w+\.(com|org)",
     r"ü+|[^\n]{2}",
+    r"\u00e9+\N{LATIN SMALL LETTER U WITH DIAERESIS}?\0?",
+    r"(?s)a.b|(?i:[^k]x)",
 ]
-CHARS = "abcxyzABCHELOhelo.@0123 \n\té üß日\x00-"
+CHARS = "abcxyzABCHELOKkhelo.@0123 \n\té üß日\x00-"
 
 
 def matches(pattern, text, partial):
@@ -286,3 +289,59 @@ async def test_allowed_next_agrees_with_prefix_and_complete(pattern, cls):
         for indices in ([3, eos, 0], list(range(eos + 1)), [5, 1]):
             got = await fast.allowed_next(c, indices)
             assert list(got) == [want[i] for i in indices], (c, indices)
+
+
+# Random patterns against Python's `re` ----------------------------------------
+
+ATOMS = ["a", "b", "é", ".", "[ab]", "[^a]", r"\d", r"\w", r"\s", r"\W", "[a-cé]", "(?:)"]
+
+
+def _patterns():
+    def extend(inner):
+        return st.one_of(
+            st.tuples(inner, inner).map(lambda p: p[0] + p[1]),
+            st.tuples(inner, inner).map(lambda p: f"(?:{p[0]}|{p[1]})"),
+            st.tuples(inner, st.sampled_from(["*", "+", "?", "{2}", "{0,2}", "{1,}", "*?"])).map(
+                lambda p: f"(?:{p[0]}){p[1]}"
+            ),
+            st.tuples(st.sampled_from(["i", "s", "is"]), inner).map(lambda p: f"(?{p[0]}:{p[1]})"),
+            inner.map(lambda p: f"({p})"),
+        )
+
+    return st.recursive(st.sampled_from(ATOMS), extend, max_leaves=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=_patterns(), texts=st.lists(st.text(alphabet="abAB1 \né_", max_size=6), max_size=8))
+def test_compiled_dfa_agrees_with_re_on_random_patterns(pattern, texts):
+    from genlm.control.potential.built_in._fsa_regex import compile_regex
+
+    try:
+        dfa = compile_regex(pattern)
+    except ValueError as e:
+        assert "matches no string" in str(e)
+        return
+    for text in texts:
+        q, ok = 0, True
+        for b in text.encode():
+            q = int(dfa.delta[q, b])
+            if q < 0:
+                ok = False
+                break
+        got = ok and bool(dfa.final[q])
+        assert got == (re.fullmatch(pattern, text, re.ASCII) is not None), (pattern, text)
+
+
+def test_weights_are_a_property_of_the_language_not_the_automaton():
+    """`WFSA.from_regex` weights depend on the live next bytes only, so two spellings
+    of one language give one distribution."""
+    import asyncio
+
+    a, b = WFSA.from_regex("(a|ab)(c|bcd)"), WFSA.from_regex("a(c|bc|bcd|bbcd)")
+    for text in [b"ac", b"abc", b"abcd", b"abbcd"]:
+        assert asyncio.run(a.complete(list(text))) == pytest.approx(asyncio.run(b.complete(list(text))))
+
+
+def test_wfsa_of_a_regex_is_built_on_demand():
+    fsa = BoolFSA.from_regex("ab|c")
+    assert sorted(BoolFSA(fsa.wfsa).automaton.stop) == sorted(fsa.automaton.stop)

@@ -1,86 +1,199 @@
-"""Lark grammars converted to byte-level genlm-grammar CFGs.
+"""Lark grammars read into rules and byte automata, and converted to byte-level CFGs.
 
-Each Lark terminal's regex is compiled by `_fsa_regex` (full UTF-8, ASCII classes)
-into an automaton and then into right-linear rules, so a terminal matches exactly
-the strings of its regex. Terminals named in `%ignore` may occur any number of
-times before every other terminal and at the end of the input. Lexing is
-scannerless: any split of the input into terminals that the rules allow is
-accepted (like Lark's Earley parser with `lexer="dynamic_complete"`), without
-priorities or longest-match.
+Each Lark terminal is compiled by `_fsa_regex` (full UTF-8, ASCII classes; a plain
+string is a chain of its bytes) into a byte DFA and then into right-linear rules,
+so a terminal matches exactly the strings of its regex. Terminals named in
+`%ignore` may occur any number of times before every other terminal and at the end
+of the input. Lexing is scannerless: any split of the input into terminals that the
+rules allow is accepted (like Lark's Earley parser with `lexer="dynamic_complete"`),
+without priorities or longest-match.
+
+Cost is bounded: all terminals share one DFA state budget (`max_states`), and the
+byte-level grammar may have at most `MAX_RULES` rules, both checked before the CFG
+is built. `%import` reads only Lark's bundled grammars (`%import common.WORD`) and,
+when the grammar came from a file, grammars relative to that file's folder
+(`base_dir`); nothing else is opened.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, NamedTuple
 
 import lark
+import numpy as np
 from genlm.grammar import CFG, Float
+from lark.load_grammar import GrammarBuilder, _get_mangle, stdlib_loader
 
-from genlm.control.potential.built_in._fsa_regex import regex_wfsa
+from genlm.control.potential.built_in._fsa_regex import (
+    MAX_STATES,
+    ByteDFA,
+    compile_regex,
+    literal_dfa,
+)
 
 # Terminals are one-byte `bytes`, never ints: Earley renumbers nonterminals to ints.
 BYTE_SYMBOLS = [bytes([b]) for b in range(256)]
+MAX_RULES = 200_000  # byte-level rules (grammar rules plus one per terminal arc)
 
 
-def _compile_lark(text: str):
+class LarkGrammar(NamedTuple):
+    """A Lark grammar after Lark's own compilation, with its terminals as byte DFAs.
+
+    Attributes:
+        rules: `(head, body)` pairs; body symbols are rule or terminal names.
+        terminals: name → byte DFA of the terminal's language.
+        patterns: name → the terminal's Python regex (`Pattern.to_regexp()`).
+        ignores: the `%ignore`d terminal names.
+    """
+
+    rules: list
+    terminals: dict
+    patterns: dict
+    ignores: tuple
+
+
+class _Builder(GrammarBuilder):
+    """Lark's grammar builder with `%import` kept to Lark's bundled grammars and to
+    files under `base_dir`."""
+
+    def __init__(self, base_dir: str | None):
+        super().__init__()
+        self.base_dir = base_dir
+
+    def do_import(self, dotted_path, base_path, aliases, base_mangle=None) -> None:
+        name = ".".join(dotted_path)
+        path = os.path.join(*dotted_path) + ".lark"
+        if base_path is None or isinstance(base_path, tuple):  # bundled with Lark
+            try:
+                where, text = stdlib_loader(base_path, path)
+            except OSError:
+                raise ValueError(
+                    f"%import {name}: no such grammar among Lark's bundled grammars "
+                    "(common, lark, python, unicode); a relative import is written %import .name"
+                ) from None
+        else:
+            if self.base_dir is None:
+                raise ValueError(
+                    f"%import .{name}: a relative import needs the grammar's folder; a grammar "
+                    "given as a string has none (pass base_dir=, or read the grammar from a file)"
+                )
+            where = os.path.join(base_path, path)
+            try:
+                with open(where, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as e:
+                raise ValueError(f"%import .{name}: cannot read {where}: {e.strerror}") from None
+        sub = _Builder(self.base_dir)
+        sub.load_grammar(text, where, _get_mangle("__".join(dotted_path), aliases, base_mangle))
+        sub._remove_unused(map(_get_mangle("__".join(dotted_path), aliases, base_mangle), aliases))
+        for symbol in sub._definitions:
+            if symbol in self._definitions:
+                raise ValueError(f"%import {name}: symbol {symbol} is already defined")
+        self._definitions.update(sub._definitions)
+
+
+def _lark_compile(text: str, base_dir: str | None):
     if not isinstance(text, str):
         raise TypeError(f"a Lark grammar must be a str, got {type(text).__name__}")
+    if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
+        raise TypeError(f"base_dir must be a folder path, got {type(base_dir).__name__}")
+    base = None if base_dir is None else os.path.abspath(os.fspath(base_dir))
+    builder = _Builder(base)
     try:
-        builder = lark.load_grammar.GrammarBuilder()
-        builder.load_grammar(text)
-        grammar = builder.build()
-        terminals, rules, ignores = grammar.compile(["start"], set())
+        builder.load_grammar(text, os.path.join(base, "<grammar>") if base else "<grammar>")
+        names = {str(name) for name in builder._definitions}
+        if "start" not in names:
+            raise ValueError("invalid Lark grammar: it must define a `start` rule")
+        return builder.build().compile(["start"], set())
     except lark.exceptions.LarkError as e:
         raise ValueError(f"invalid Lark grammar: {e}") from None
     except KeyError as e:
         raise ValueError(f"invalid Lark grammar: undefined symbol {e}") from None
-    return terminals, rules, ignores
+    except RecursionError:
+        raise ValueError("invalid Lark grammar: nested too deeply") from None
 
 
-def lark_to_cfg(text: str, semiring: Any = Float) -> CFG:
+def read_lark(text: str, base_dir: str | None = None, max_states: int = MAX_STATES) -> LarkGrammar:
+    """The rules and terminal automata of the Lark grammar `text`.
+
+    Raises:
+        TypeError: `text` is not a str.
+        ValueError: a grammar Lark rejects, no `start` rule, a bad `%import`, a
+            terminal the regex compiler rejects (named), terminals over the shared
+            state budget, more than `MAX_RULES` byte-level rules, or an empty language.
+    """
+    terminals, rules, ignores = _lark_compile(text, base_dir)
+    pairs = [(r.origin.name, tuple(y.name for y in r.expansion)) for r in rules]
+    dfas, patterns, budget, size = {}, {}, max_states, len(pairs)
+    for t in terminals:
+        pattern = t.pattern
+        patterns[t.name] = pattern.to_regexp()
+        try:
+            if isinstance(pattern, lark.lexer.PatternStr) and not pattern.flags:
+                dfa = literal_dfa(pattern.value.encode("utf-8"))
+            else:
+                dfa = compile_regex(patterns[t.name], max(budget, 1))
+        except ValueError as e:
+            raise ValueError(f"invalid Lark grammar: terminal {t.name}: {e}") from None
+        budget -= dfa.n_states
+        size += int((dfa.delta >= 0).sum()) + int(dfa.final.sum()) + 1
+        if budget < 0 or size > MAX_RULES:
+            raise ValueError(
+                f"Lark grammar too large: its terminals need more than {max_states} automaton "
+                f"states or {MAX_RULES} byte-level rules in all (at terminal {t.name})"
+            )
+        dfas[t.name] = dfa
+    grammar = LarkGrammar(pairs, dfas, patterns, tuple(ignores))
+    if "start" not in productive(grammar):
+        raise ValueError("invalid Lark grammar: its language is empty (`start` derives no string)")
+    return grammar
+
+
+def productive(grammar: LarkGrammar) -> set:
+    """The symbols that derive at least one string (least fixpoint over the rules)."""
+    done = set(grammar.terminals)
+    changed = True
+    while changed:
+        changed = False
+        for head, body in grammar.rules:
+            if head not in done and all(y in done for y in body):
+                done.add(head)
+                changed = True
+    return done
+
+
+def lark_to_cfg(text: str | LarkGrammar, semiring: Any = Float, base_dir: str | None = None) -> CFG:
     """A byte-level CFG (terminals are one-byte `bytes`) for the Lark grammar `text`.
 
     Rule weights are uniform per head (`1/k` over a head's `k` rules) and each
-    terminal's automaton weights are those of `regex_wfsa`.
+    terminal's automaton state splits its weight evenly over its choices (outgoing
+    bytes plus stopping), as in `WFSA.from_regex`.
 
     Raises:
-        ValueError: for a grammar Lark rejects, one without a `start` rule, or a
-            terminal whose regex the automaton compiler rejects (naming it).
+        ValueError: see `read_lark`.
     """
-    if "start" not in _rule_names(text):
-        raise ValueError("invalid Lark grammar: it must define a `start` rule")
-    terminals, rules, ignores = _compile_lark(text)
+    g = text if isinstance(text, LarkGrammar) else read_lark(text, base_dir)
     one = semiring.one
-    pairs = [(r.origin.name, tuple(y.name for y in r.expansion)) for r in rules]
     heads: dict[str, int] = {}
-    for h, _ in pairs:
+    for h, _ in g.rules:
         heads[h] = heads.get(h, 0) + 1
     w = _weight(semiring)
     cfg = CFG(R=semiring, S="$S", V=set())
-    ignore = "$IGNORE" if ignores else None
+    ignore = "$IGNORE" if g.ignores else None
     cfg.add(one, "$S", "start", *([ignore] if ignore else []))
-    for h, body in pairs:
+    for h, body in g.rules:
         cfg.add(w(heads[h]), h, *body)
     if ignore:
-        cfg.add(w(len(ignores) + 1), ignore)
-        for name in ignores:
-            cfg.add(w(len(ignores) + 1), ignore, ignore, name)
-    for t in terminals:
-        head = t.name if not ignore or t.name in ignores else f"$T:{t.name}"
-        if ignore and t.name not in ignores:
-            cfg.add(one, t.name, ignore, head)
-        _add_terminal(cfg, head, t, semiring)
+        cfg.add(w(len(g.ignores) + 1), ignore)
+        for name in g.ignores:
+            cfg.add(w(len(g.ignores) + 1), ignore, ignore, name)
+    for name, dfa in g.terminals.items():
+        head = name if not ignore or name in g.ignores else f"$T:{name}"
+        if ignore and name not in g.ignores:
+            cfg.add(one, name, ignore, head)
+        _add_terminal(cfg, head, dfa, w)
     return cfg
-
-
-def _rule_names(text: str) -> set:
-    try:
-        builder = lark.load_grammar.GrammarBuilder()
-        builder.load_grammar(text)
-        grammar = builder.build()
-    except lark.exceptions.LarkError as e:
-        raise ValueError(f"invalid Lark grammar: {e}") from None
-    return {r[0].value if hasattr(r[0], "value") else str(r[0]) for r in grammar.rule_defs}
 
 
 def _weight(semiring):
@@ -89,20 +202,31 @@ def _weight(semiring):
     return lambda k: semiring.one
 
 
-def _add_terminal(cfg: CFG, head: str, terminal, semiring) -> None:
-    pattern = terminal.pattern.to_regexp()
-    try:
-        fsa = regex_wfsa(pattern, semiring, _weight(semiring))
-    except ValueError as e:
-        raise ValueError(f"invalid Lark grammar: terminal {terminal.name}: {e}") from None
-    prefix = f"$Q:{head}:"
-    for q, w in fsa.I:
-        cfg.add(w, head, prefix + str(q))
-    for i, a, j, w in fsa.arcs():
-        cfg.V.add(BYTE_SYMBOLS[a])
-        cfg.add(w, prefix + str(i), BYTE_SYMBOLS[a], prefix + str(j))
-    for q, w in fsa.F:
-        cfg.add(w, prefix + str(q))
+def _add_terminal(cfg: CFG, head: str, dfa: ByteDFA, w) -> None:
+    """Rules deriving exactly the terminal's strings, with no empty rule unless the
+    terminal matches "": a literal is one rule `head → b₁ … b_n`; otherwise state `q`
+    rewrites to `b q'` for each arc `q -b→ q'`, and to `b` alone (weight times the
+    stop weight of `q'`) when `q'` is final."""
+    has = dfa.delta >= 0
+    k = (has.sum(axis=1) + dfa.final).tolist()
+    src, byte = np.nonzero(has)
+    dst = dfa.delta[src, byte].tolist()
+    cfg.V.update(BYTE_SYMBOLS[b] for b in set(byte.tolist()))
+    chain = len(src) == dfa.n_states - 1 and (src == np.arange(len(src))).all()
+    if chain and dfa.final[-1] and dfa.final.sum() == 1:
+        cfg.add(cfg.R.one, head, *(BYTE_SYMBOLS[b] for b in byte.tolist()))  # a chain
+        return
+    name = [f"$Q:{head}:{q}" for q in range(dfa.n_states)]
+    name[0] = head
+    live = has.any(axis=1).tolist()
+    final = dfa.final.tolist()
+    if final[0]:
+        cfg.add(w(k[0]), head)
+    for q, b, t in zip(src.tolist(), byte.tolist(), dst):
+        if live[t]:
+            cfg.add(w(k[q]), name[q], BYTE_SYMBOLS[b], name[t])
+        if final[t]:
+            cfg.add(w(k[q]) * w(k[t]), name[q], BYTE_SYMBOLS[b])
 
 
-__all__ = ["lark_to_cfg", "BYTE_SYMBOLS"]
+__all__ = ["BYTE_SYMBOLS", "LarkGrammar", "MAX_RULES", "lark_to_cfg", "productive", "read_lark"]

@@ -109,10 +109,11 @@ class GuidedConstraint(CachedRecognizer):
     def from_regex(cls, llm: Any, pattern: str, **kwargs) -> "GuidedConstraint":
         """Token sequences whose bytes fully match `pattern`.
 
-        The pattern reads as in `BoolFSA.from_regex` (`regex.fullmatch` with ASCII
-        classes) when it is rewritten exactly into the engine's syntax (see
-        `_guided_regex`); a pattern outside that rewriting (inline flags, possessive
-        repeats, ...) goes to the engine as is, in Rust `regex` syntax.
+        The pattern reads as in `BoolFSA.from_regex` (`re.fullmatch` with ASCII
+        classes, flags resolved) when `BoolFSA.from_regex` accepts it (it is then
+        printed exactly in the engine's syntax, see `_guided_regex`); a pattern it
+        refuses (anchors, possessive repeats, ...) goes to the engine as is, in Rust
+        `regex` syntax.
         """
         if not isinstance(pattern, str):
             raise TypeError(f"a regex pattern must be a str, got {type(pattern).__name__}")
@@ -215,7 +216,11 @@ class GuidedConstraint(CachedRecognizer):
 
     def __getstate__(self) -> dict:
         """Engine objects do not pickle: keep the sources, rebuild them on load."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("engine", "grammar", "_cache", "_ids")}
+        return {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("engine", "grammar", "_cache", "_ids")
+        }
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -284,17 +289,27 @@ class GuidedCoerced(Coerced):
 
 
 def engine_coerce(
-    potential: Potential, other: Any, f: Any, engine: bool | None, kind: str, source: Any
+    potential: Potential,
+    other: Any,
+    f: Any,
+    engine: bool | None,
+    kind: str,
+    source: Any,
+    inexact: str | None = None,
 ) -> GuidedCoerced | None:
     """The engine-backed coercion of a byte-level constraint onto `other` through
     `b"".join`, or None for the generic path.
 
     Args:
         potential: the byte-level constraint being coerced.
-        engine: None uses the engine where it serves the constraint (else the
-            generic path, logged at debug level); True requires it; False never uses it.
+        engine: None uses the engine only where its language is the constraint's
+            (else the generic path, logged at debug level); True requires the engine
+            (taking it even where `inexact` says the languages may differ); False
+            never uses it.
         source: the constraint in the engine's terms (None: the engine cannot express
-            it exactly).
+            it).
+        inexact: why the engine's language may differ from the constraint's (None:
+            they are equal).
 
     Raises:
         ValueError: `engine=True` and the engine cannot serve the constraint.
@@ -302,6 +317,8 @@ def engine_coerce(
     if engine is False:
         return None
     reason = _unfit(other, f, source)
+    if reason is None and inexact is not None and not engine:
+        reason = f"the engine's language may differ: {inexact}"
     if reason is None:
         try:
             return GuidedCoerced(potential, f, GuidedConstraint(other, kind, source))

@@ -9,7 +9,7 @@ from genlm.grammar import CFG, Boolean, Earley, Float
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 from genlm.grammar.cfglm import add_EOS
 
-from genlm.control.potential.built_in._cfg_lark import BYTE_SYMBOLS, lark_to_cfg
+from genlm.control.potential.built_in._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
 from genlm.control.potential.built_in._fsa_arrays import N_BYTES, weight_to_float
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
@@ -17,6 +17,7 @@ from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
 from genlm.control.weights import NEG_INF, LazyWeights
 
 Chart = tuple  # Earley columns after a context, one per position
+EARLEY_MAX_RULES = 2000  # default limit on byte-level rules for the Earley parser
 
 
 def _log(w: float) -> float:
@@ -59,27 +60,60 @@ class WCFG(CachedRecognizer):
         cfg: a `genlm.grammar.CFG` whose terminals are byte values, or single
             characters / strings (converted to their UTF-8 bytes).
         cache_size: the most charts kept.
+        max_rules: the most byte-level rules the Earley parser is built for (default
+            `EARLEY_MAX_RULES`; its preprocessing costs about a millisecond per rule).
+            The parser is built on first use, so a grammar served by the compiled
+            engine (`coerce` onto a `PromptedLLM`) never pays for it.
+
+    Raises:
+        ValueError: on first use, when the grammar has more than `max_rules` rules.
     """
 
     boolean = False
     stateful = True
 
-    def __init__(self, cfg: CFG, cache_size: int = 4096):
+    def __init__(self, cfg: CFG, cache_size: int = 4096, *, max_rules: int = 0):
         if not isinstance(cfg, CFG):
             raise TypeError(f"expected a genlm.grammar.CFG, got {type(cfg).__name__}")
         cfg = byte_symbol_cfg(cfg)
         if self.boolean and cfg.R is not Boolean:
             cfg = cfg.map_values(lambda w: Boolean(weight_to_float(w) > 0), Boolean)
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"cache size must be at least 1, got {cache_size}")
         self.cfg = cfg
         self.cache_size = cache_size
-        self.model = Earley(add_EOS(cfg, GRAMMAR_EOS).prefix_grammar)
+        self.max_rules = max_rules or EARLEY_MAX_RULES
+        self._model: Earley | None = None
         super().__init__(BYTE_VOCAB)
         self._init_cache()
 
+    @property
+    def model(self) -> Earley:
+        """The Earley parser of the grammar's prefix grammar (built on first use).
+
+        Raises:
+            ValueError: the grammar has more than `max_rules` rules.
+        """
+        if self._model is None:
+            if len(self.cfg) > self.max_rules:
+                raise ValueError(
+                    f"the grammar has {len(self.cfg)} byte-level rules, more than the Earley "
+                    f"parser's limit max_rules={self.max_rules} (raise it, or coerce a "
+                    "BoolCFG.from_lark onto a PromptedLLM to use the compiled engine)"
+                )
+            self._model = Earley(add_EOS(self.cfg, GRAMMAR_EOS).prefix_grammar)
+        return self._model
+
     def _init_cache(self) -> None:
-        self._cache: PrefixStateCache[Chart] = PrefixStateCache(
-            (self.model._initial_column,), self._extend, self.cache_size
-        )
+        self._cache_obj: PrefixStateCache[Chart] | None = None
+
+    @property
+    def _cache(self) -> PrefixStateCache[Chart]:
+        if self._cache_obj is None:
+            self._cache_obj = PrefixStateCache(
+                (self.model._initial_column,), self._extend, self.cache_size
+            )
+        return self._cache_obj
 
     def _extend(self, chart: Chart, token: Any) -> Chart | None:
         symbol = BYTE_SYMBOLS[token] if token is not GRAMMAR_EOS else token
@@ -88,7 +122,9 @@ class WCFG(CachedRecognizer):
         return chart + (self.model.next_column(chart, symbol),)
 
     @classmethod
-    def from_string(cls, grammar: str, cache_size: int = 4096, **kwargs) -> "WCFG":
+    def from_string(
+        cls, grammar: str, cache_size: int = 4096, *, max_rules: int = 0, **kwargs
+    ) -> "WCFG":
         """From genlm-grammar's text format, one rule per line: `weight: HEAD -> body ...`.
 
         Terminals are the symbols starting with a lower-case letter (as in
@@ -107,42 +143,65 @@ class WCFG(CachedRecognizer):
             raise ValueError(f"invalid grammar: {e}") from None
         if not cfg.rhs.get(cfg.S):
             raise ValueError(f"invalid grammar: no rule for the start symbol {cfg.S!r}")
-        return cls(cfg, cache_size)
+        return cls(cfg, cache_size, max_rules=max_rules)
 
     @classmethod
-    def from_lark(cls, grammar: str, cache_size: int = 4096) -> "WCFG":
+    def from_lark(
+        cls,
+        grammar: str,
+        cache_size: int = 4096,
+        *,
+        base_dir: str | None = None,
+        max_rules: int = 0,
+    ) -> "WCFG":
         """From a Lark grammar (see `_cfg_lark` for the exact language accepted).
+
+        Args:
+            grammar: the grammar text.
+            base_dir: the folder a relative `%import .name` reads `name.lark` from (the
+                grammar file's folder, when the grammar came from a file). Without it a
+                relative import is a ValueError. `%import common.WORD` (Lark's bundled
+                grammars) always works; no other file is opened.
+            max_rules: the Earley parser's rule limit (see `WCFG`).
 
         Raises:
             TypeError: if `grammar` is not a str.
-            ValueError: naming the problem, for a grammar Lark rejects or one
-                without a `start` rule.
+            ValueError: naming the problem, for a grammar Lark rejects, one without a
+                `start` rule, an `%import` that cannot be resolved, an empty language,
+                or a grammar over the size limits (see `_cfg_lark`).
         """
         if not isinstance(grammar, str):
             raise TypeError(f"a Lark grammar must be a str, got {type(grammar).__name__}")
-        cfg = cls(lark_to_cfg(grammar, Boolean if cls.boolean else Float), cache_size)
-        cfg.lark_grammar = grammar
+        parsed = read_lark(grammar, base_dir)
+        cfg = cls(
+            lark_to_cfg(parsed, Boolean if cls.boolean else Float), cache_size, max_rules=max_rules
+        )
+        cfg.lark_grammar, cfg.lark_parsed = grammar, parsed
         return cfg
 
     def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
         """As `Potential.coerce`. A `BoolCFG.from_lark` coerced onto a `PromptedLLM`
         through `b"".join` is served by the compiled engine (`GuidedConstraint`) when
-        the engine compiles the grammar; its language is the grammar's under the
-        engine's lexer (see docs/constraint-engines.md).
+        the engine's language provably equals the grammar's (the lexing rule in
+        `_lark_exact` and docs/constraint-engines.md); otherwise by Earley over bytes.
 
         Args:
-            engine: None: the engine where it compiles the grammar; True: require it
-                (ValueError otherwise); False: never (Earley over bytes).
+            engine: None: the engine where it is exact; True: require the engine
+                (taken even where the languages may differ; ValueError where it cannot
+                serve the grammar); False: never (Earley over bytes).
         """
-        grammar = getattr(self, "lark_grammar", None)
-        if self.boolean and grammar is not None and engine is not False:
+        parsed = getattr(self, "lark_parsed", None)
+        if self.boolean and parsed is not None and engine is not False:
+            from genlm.control.potential.built_in._lark_exact import engine_lark
             from genlm.control.potential.built_in.guided import engine_coerce
 
-            fast = engine_coerce(self, other, f, engine, "lark", grammar)
+            exact = engine_lark(parsed)
+            fast = engine_coerce(self, other, f, engine, "lark", exact.text, exact.inexact)
             if fast is not None:
                 return fast
         elif engine:
             raise ValueError("engine=True needs a BoolCFG built by from_lark")
+        _ = self.model  # the generic path parses with Earley: build it now (or fail on size)
         return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
 
     # Weights -----------------------------------------------------------------

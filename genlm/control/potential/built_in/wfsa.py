@@ -6,8 +6,13 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.potential.built_in._fsa_arrays import N_BYTES, ByteAutomaton, compile_wfsa
-from genlm.control.potential.built_in._fsa_regex import regex_wfsa
+from genlm.control.potential.built_in._fsa_arrays import (
+    N_BYTES,
+    ByteAutomaton,
+    compile_wfsa,
+    dfa_automaton,
+)
+from genlm.control.potential.built_in._fsa_regex import MAX_STATES, ByteDFA, compile_regex, dfa_wfsa
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -51,7 +56,8 @@ class WFSA(CachedRecognizer):
 
     Args:
         wfsa: a `genlm.grammar.WFSA` in the Float, Real, Log or Boolean semiring,
-            with byte-value labels (character labels are converted with `to_bytes`).
+            with byte-value labels (character labels are converted with `to_bytes`),
+            or a `ByteDFA` (see `from_dfa`).
         cache_size: the most forward vectors kept.
 
     Raises:
@@ -63,11 +69,34 @@ class WFSA(CachedRecognizer):
     stateful = True
 
     def __init__(self, wfsa: Any, cache_size: int = 16384):
-        self.wfsa = wfsa
         self.cache_size = cache_size
-        self.automaton = compile_wfsa(wfsa, boolean=self.boolean)
+        if isinstance(wfsa, ByteDFA):  # a regex's DFA: arrays built directly
+            self._wfsa, self._dfa = None, wfsa
+            self.automaton = dfa_automaton(wfsa.delta, wfsa.final, self.boolean)
+        else:
+            self._wfsa, self._dfa = wfsa, None
+            self.automaton = compile_wfsa(wfsa, boolean=self.boolean)
         super().__init__(BYTE_VOCAB)
         self._init_cache()
+
+    @classmethod
+    def from_dfa(cls, dfa: ByteDFA, cache_size: int = 16384) -> "WFSA":
+        """From a trimmed byte DFA (`_fsa_regex.ByteDFA`), each state splitting its
+        mass evenly over its choices (see `from_regex`); arrays built directly."""
+        return cls(dfa, cache_size)
+
+    @property
+    def wfsa(self) -> Any:
+        """The `genlm.grammar.WFSA` this potential reads (built on first use for an
+        automaton that came from a regex)."""
+        if self._wfsa is None:
+            from genlm.grammar import Boolean, Float
+
+            semiring, weight = (
+                (Boolean, lambda k: Boolean.one) if self.boolean else (Float, lambda k: 1.0 / k)
+            )
+            self._wfsa = dfa_wfsa(self._dfa, semiring, weight)
+        return self._wfsa
 
     def _init_cache(self) -> None:
         a = self.automaton
@@ -77,23 +106,27 @@ class WFSA(CachedRecognizer):
         )
 
     @classmethod
-    def from_regex(cls, pattern: str, cache_size: int = 16384) -> "WFSA":
-        """The automaton of `regex.fullmatch(pattern, text, flags=regex.ASCII)` over UTF-8 bytes.
+    def from_regex(
+        cls, pattern: str, cache_size: int = 16384, *, max_states: int = MAX_STATES
+    ) -> "WFSA":
+        """The automaton of `re.fullmatch(pattern, text, flags=re.ASCII)` over UTF-8 bytes.
 
         Weights: each state splits its mass evenly over the bytes that keep a match
         possible and stopping (when a match is complete), so the potential is a
         distribution over the matching strings; `BoolFSA.from_regex` gives 0/-inf.
 
-        Raises:
-            ValueError: naming the pattern and the problem (invalid syntax,
-                lookarounds, anchors, group references, an empty language).
-        """
-        from genlm.grammar import Boolean, Float
+        Args:
+            max_states: the compile budget (default 32768): the most character
+                positions after unrolling counted repeats, and the most DFA states.
+                Checked before anything large is allocated.
 
-        if cls.boolean:
-            fsa = cls(regex_wfsa(pattern, Boolean, lambda k: Boolean.one), cache_size)
-        else:
-            fsa = cls(regex_wfsa(pattern, Float, lambda k: 1.0 / k), cache_size)
+        Raises:
+            ValueError: naming the pattern and the problem (invalid syntax with its
+                position; lookarounds, anchors, group references, possessive or atomic
+                repeats, Unicode/locale flags with their position; groups nested
+                deeper than 100; an empty language; a pattern over the budget).
+        """
+        fsa = cls.from_dfa(compile_regex(pattern, max_states), cache_size)
         fsa.pattern = pattern
         return fsa
 

@@ -1,0 +1,278 @@
+"""The default coercion (`engine=None`) never changes the language: on every regex and
+Lark grammar used in examples/, docs/, benchmarks/ and README.md, and on grammars
+built to trip a lexer, the engine is taken only where it agrees with the byte-level
+potential, and where taken it agrees at every prefix (Hypothesis texts, and paths
+sampled from the constraint itself)."""
+
+import ast
+import itertools
+import os
+import pathlib
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+pytest.importorskip("llguidance")
+
+from genlm.control import BoolCFG, BoolFSA, PromptedLLM  # noqa: E402
+from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
+from genlm.control.potential.built_in._cfg_lark import read_lark  # noqa: E402
+from genlm.control.potential.built_in._lark_exact import engine_lark  # noqa: E402
+from genlm.control.potential.built_in.guided import GuidedCoerced  # noqa: E402
+from genlm.control.weights import NEG_INF  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HYP = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def _python_constants() -> tuple[set, set]:
+    """Regexes (arguments of `from_regex`/`regex=`, constants named *REGEX*/DATE_LIST)
+    and Lark grammars (constants named *GRAMMAR*/*LARK*) in examples/ and benchmarks/."""
+    regexes, grammars = set(), set()
+    for path in [*ROOT.glob("examples/*.py"), *ROOT.glob("benchmarks/*.py")]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                value = node.value.value
+                for target in node.targets:
+                    name = getattr(target, "id", "")
+                    if isinstance(value, str) and ("REGEX" in name or name == "DATE_LIST"):
+                        regexes.add(value)
+                    if isinstance(value, str) and ("GRAMMAR" in name or "LARK" in name):
+                        grammars.add(value)
+            if isinstance(node, ast.Call):
+                func = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                args = [a for a in node.args if isinstance(a, ast.Constant)]
+                if func == "from_regex" and args and isinstance(args[0].value, str):
+                    regexes.add(args[0].value)
+                for kw in node.keywords:
+                    if kw.arg == "regex" and isinstance(kw.value, ast.Constant):
+                        regexes.add(kw.value.value)
+    return regexes, grammars
+
+
+def _markdown_regexes() -> set:
+    found = set()
+    for path in [*ROOT.glob("docs/*.md"), ROOT / "README.md"]:
+        text = path.read_text()
+        found |= set(re.findall(r'(?:from_regex\(|regex=)r"([^"]+)"', text))
+    return found
+
+
+PY_REGEXES, PY_GRAMMARS = _python_constants()
+REGEXES = sorted(
+    PY_REGEXES
+    | _markdown_regexes()
+    | {r"(?i)select [a-z]+", r"(?s)<.{0,3}>", r"[éü€]+ \w{2}", r"(ab|a)(bc|c)*\.", r"\d+(\.\d*)?"}
+)
+# Grammars built to trip a lexer, with whether the engine is exact for them.
+TRICKY = {
+    "greedy-repeat": ("start: A A\nA: /a+/", False),
+    "word-word": ("start: WORD WORD\nWORD: /[a-z]+/", False),
+    "int-or-float": ('start: INT "." INT | FLOAT\nINT: /[0-9]+/\nFLOAT: /[0-9]+\\.[0-9]+/', False),
+    "keyword-name": (
+        'start: "let" NAME "=" NUMBER\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore " "',
+        True,
+    ),
+    "keyword-or-name": ('start: ("if" | NAME) "?"\nNAME: /[a-z]+/', True),
+    "priorities": ("start: A | B\nA.2: /ab/\nB: /a+b/", True),
+    "ignore-list": (
+        'start: "[" [NUMBER ("," NUMBER)*] "]"\nNUMBER: /-?[0-9]+/\n%ignore /[ \\t]+/',
+        True,
+    ),
+    "common": ("%import common.WORD\n%import common.WS\nstart: WORD (WS WORD)*", True),
+    "dotted": ('start: NUM "." NUM\nNUM: /[0-9]+/', True),
+    "case-insensitive": ('start: "select"i " " NAME\nNAME: /[a-z]+/', True),
+    "arith": (
+        'start: expr\nexpr: term (("+" | "-") term)*\nterm: NUMBER | "(" expr ")"\nNUMBER: /\\d+/',
+        True,
+    ),
+}
+GRAMMARS = {f"corpus-{i}": (g, True) for i, g in enumerate(sorted(PY_GRAMMARS))} | TRICKY
+
+
+def test_the_corpus_is_found():
+    assert r" [0-9]+\." in REGEXES and r"[0-9]{3}-[0-9]{4}" in REGEXES
+    assert len(PY_GRAMMARS) >= 3  # benchmarks' and the SQL example's grammars
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+
+
+@pytest.fixture(scope="module")
+def pieces(llm):
+    out = {}
+    for t in llm.vocab:
+        out.setdefault(bytes(t), t)
+    return out
+
+
+def tokens(pieces, data: bytes, cuts) -> list:
+    bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        part = data[a:b]
+        out.extend([pieces[part]] if part in pieces else [pieces[bytes([x])] for x in part])
+    return out
+
+
+# Regexes -----------------------------------------------------------------------
+
+_REGEX_CACHE: dict = {}
+
+
+def regex_pair(llm, pattern):
+    if pattern not in _REGEX_CACHE:
+        fsa = BoolFSA.from_regex(pattern)
+        _REGEX_CACHE[pattern] = (
+            fsa.coerce(llm, f=b"".join),
+            fsa.coerce(llm, f=b"".join, engine=False),
+        )
+    return _REGEX_CACHE[pattern]
+
+
+@pytest.mark.parametrize("pattern", REGEXES)
+@HYP
+@given(data=st.data(), cuts=st.lists(st.integers(0, 60), max_size=6))
+async def test_regex_engine_agrees_row_by_row(llm, pieces, pattern, data, cuts):
+    engine, generic = regex_pair(llm, pattern)
+    assert isinstance(engine, GuidedCoerced) and not isinstance(generic, GuidedCoerced)
+    text = data.draw(
+        st.from_regex(re.compile(pattern, re.ASCII), fullmatch=True).filter(lambda s: len(s) < 40)
+        | st.text(alphabet=st.sampled_from("aA1 .-<>{}\néü€\t_x"), max_size=10)
+    )
+    cut = data.draw(st.integers(0, len(text)))
+    ctx = tokens(pieces, text[:cut].encode(), cuts)
+    for k in range(len(ctx) + 1):
+        p = await generic.prefix(ctx[:k])
+        assert await engine.prefix(ctx[:k]) == p
+        assert await engine.complete(ctx[:k]) == await generic.complete(ctx[:k])
+        if p == NEG_INF:
+            return
+    a, b = await engine.logw_next(ctx), await generic.logw_next(ctx)
+    assert np.array_equal(a.weights, b.weights)
+
+
+# Lark --------------------------------------------------------------------------
+
+
+def alphabet(grammar: str) -> str:
+    chars = {c for c in grammar if c.isprintable()} - set("/|()*+?[]\\:\n%")
+    return "".join(sorted(chars | {" ", "1"}))
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_lark_engine_decision(llm, name):
+    grammar, exact = GRAMMARS[name]
+    decision = engine_lark(read_lark(grammar))
+    assert (decision.inexact is None) == exact, decision.inexact
+    taken = isinstance(BoolCFG.from_lark(grammar).coerce(llm, f=b"".join), GuidedCoerced)
+    assert taken == exact
+
+
+_LARK_CACHE: dict = {}
+
+
+def lark_pair(llm, grammar):
+    if grammar not in _LARK_CACHE:
+        cfg = BoolCFG.from_lark(grammar)
+        _LARK_CACHE[grammar] = (cfg.coerce(llm, f=b"".join, engine=True), cfg)
+    return _LARK_CACHE[grammar]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, (_, exact) in GRAMMARS.items() if exact))
+@HYP
+@given(data=st.data(), cuts=st.lists(st.integers(0, 60), max_size=6))
+async def test_lark_engine_agrees_with_earley_where_taken(llm, pieces, name, data, cuts):
+    grammar, _ = GRAMMARS[name]
+    engine, cfg = lark_pair(llm, grammar)
+    text = data.draw(st.text(alphabet=alphabet(grammar), max_size=14))
+    toks = tokens(pieces, text.encode(), cuts)
+    for k in range(len(toks) + 1):
+        raw = list(b"".join(toks[:k]))
+        p = await cfg.prefix(raw)
+        assert await engine.prefix(toks[:k]) == p, (name, raw)
+        assert await engine.complete(toks[:k]) == await cfg.complete(raw), (name, raw)
+        if p == NEG_INF:
+            return
+
+
+@pytest.mark.parametrize("name", sorted(n for n, (_, exact) in GRAMMARS.items() if exact))
+async def test_lark_engine_agrees_along_sampled_sentences(llm, name):
+    """Byte paths drawn from Earley's own next-byte rows (every step alive): the
+    engine accepts every prefix and completes exactly where Earley does."""
+    grammar, _ = GRAMMARS[name]
+    engine, cfg = lark_pair(llm, grammar)
+    rng = np.random.default_rng(0)
+    single = {bytes(t): t for t in llm.vocab if len(bytes(t)) == 1}
+    for _ in range(4):
+        raw: list = []
+        for _ in range(24):
+            toks = [single[bytes([b])] for b in raw]
+            assert await engine.prefix(toks) == 0.0, (name, bytes(raw))
+            assert await engine.complete(toks) == await cfg.complete(raw), (name, bytes(raw))
+            row = (await cfg.logw_next(raw)).weights
+            live = [b for b in np.flatnonzero(row[:-1] == 0) if bytes([b]) in single]
+            if not live or rng.random() < 0.05:
+                break
+            raw.append(int(rng.choice(live)))
+
+
+async def test_inexact_grammars_really_differ_under_the_engine(llm, pieces):
+    """The witnesses behind the refusals: texts in the grammar that the engine's lexer
+    rejects (so `engine=None` must not take it)."""
+    for name, text in [("greedy-repeat", b"aa"), ("word-word", b"ab"), ("int-or-float", b"1.5")]:
+        grammar, _ = GRAMMARS[name]
+        engine, cfg = lark_pair(llm, grammar)
+        toks = tokens(pieces, text, range(len(text)))
+        assert await cfg.complete(list(text)) == 0.0
+        if name != "int-or-float":  # FLOAT also derives "1.5": a conservative refusal
+            assert await engine.complete(toks) == NEG_INF
+
+
+# Random grammars ---------------------------------------------------------------
+
+POOL = ['"a"', '"ab"', '"b"', '"ba"', "/a+/", "/b+/", "/[ab]/", "/ab?/", "/a|bb/", '"aa"']
+SHORT = [bytes(s) for n in range(5) for s in itertools.product(b"ab ", repeat=n)]
+
+
+def random_grammar(rng) -> str:
+    k = rng.randint(1, 4)
+    names = [f"T{i}" for i in range(k)]
+    defs = "\n".join(f"{n}: {t}" for n, t in zip(names, rng.sample(POOL, k)))
+
+    def seq():
+        return " ".join(rng.choice(names + ["x"]) for _ in range(rng.randint(1, 3)))
+
+    rules = f"start: {seq()} | {seq()}\nx: {seq().replace('x', names[0])} | {rng.choice(names)} x\n"
+    return rules + defs + "\n" + ('%ignore " "\n' if rng.random() < 0.4 else "")
+
+
+@pytest.mark.parametrize("seed", range(2))
+async def test_random_grammars_agree_wherever_the_engine_is_taken(llm, seed):
+    """Small random grammars over overlapping terminals: wherever the rule admits the
+    engine, it agrees with Earley on every string over {a, b, space} up to length 4."""
+    rng = __import__("random").Random(seed)
+    single = {bytes(t): t for t in llm.vocab if len(bytes(t)) == 1}
+    taken = 0
+    for _ in range(12):
+        cfg = BoolCFG.from_lark(random_grammar(rng))
+        engine = cfg.coerce(llm, f=b"".join)
+        if not isinstance(engine, GuidedCoerced):
+            continue
+        taken += 1
+        for s in SHORT:
+            toks = [single[bytes([b])] for b in s]
+            assert await engine.prefix(toks) == await cfg.prefix(list(s)), s
+            assert await engine.complete(toks) == await cfg.complete(list(s)), s
+    assert taken >= 3
