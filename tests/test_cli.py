@@ -1,6 +1,5 @@
 """The genlm-control command: output formats on the embedded model, records, and bad input."""
 
-import inspect
 import json
 import os
 import re
@@ -11,7 +10,7 @@ import jsonschema
 import lark
 import pytest
 
-from genlm.control import BoolCFG, InferenceVisualizer
+from genlm.control import InferenceVisualizer
 from genlm.control.cli import main
 
 NUMBER = r" [0-9]\."  # one digit: every particle can finish within the token budget
@@ -95,10 +94,6 @@ def test_lark_grammar(capsys, tmp_path):
     check_posterior(out, parses)
 
 
-@pytest.mark.skipif(
-    "base_dir" not in inspect.signature(BoolCFG.from_lark).parameters,
-    reason="needs BoolCFG.from_lark(base_dir=), which comes with the bounded Lark reader",
-)
 def test_lark_relative_import_reads_the_grammar_folder(capsys, tmp_path, monkeypatch):
     (tmp_path / "grammar").mkdir()
     (tmp_path / "work").mkdir()

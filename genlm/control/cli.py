@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import os
 import stat
@@ -114,12 +113,7 @@ def _item_constraint(args: argparse.Namespace) -> Any:
 def _lark(cfg_class: Any, path: str) -> Any:
     """The grammar of the file at `path`; a relative `%import .name` reads `name.lark`
     from the file's folder, never from the working folder."""
-    text = _read(path)
-    # `base_dir=` arrives with the bounded Lark reader; a `from_lark` without it is
-    # called as before, so this module works on either side of that change.
-    if "base_dir" in inspect.signature(cfg_class.from_lark).parameters:
-        return cfg_class.from_lark(text, base_dir=os.path.dirname(os.path.abspath(path)))
-    return cfg_class.from_lark(text)
+    return cfg_class.from_lark(_read(path), base_dir=os.path.dirname(os.path.abspath(path)))
 
 
 def _sampler(args: argparse.Namespace, llm: Any, item: Any) -> Any:
