@@ -163,9 +163,23 @@ def _check_potential(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a Potential, got {type(value).__name__}")
 
 
-def direct_token_sampler(potential: Potential) -> DirectTokenSampler:
-    """A `DirectTokenSampler` over `potential`."""
-    return DirectTokenSampler(potential)
+def direct_token_sampler(potential: Potential, proposal: Potential | None = None) -> DirectTokenSampler:
+    """A `DirectTokenSampler` over `potential` (drawing from `proposal` when given)."""
+    return DirectTokenSampler(potential, proposal=proposal)
 
 
-__all__ = ["TokenSampler", "DirectTokenSampler", "direct_token_sampler"]
+# genlm-control 0.4.1 defined these here; they live in their own modules now and are
+# imported on first access (their modules import this one).
+_MOVED = {"SetTokenSampler": "genlm.control.sampler.set", "AWRS": "genlm.control.sampler.awrs"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["TokenSampler", "DirectTokenSampler", "direct_token_sampler", *_MOVED]

@@ -14,6 +14,7 @@ Contexts are lists of units; `genlm.control.util.flatten_units` recovers the tok
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable
 
 from genlm.control.constant import EndOfSequence
@@ -24,7 +25,17 @@ from genlm.control.weights import NEG_INF
 Boundary = Callable[[list, list], Any]
 
 
-class TokenSetBoundary:
+class BoundaryPredicate(ABC):
+    """Base class of boundary predicates: `(unit_context, subunits) -> bool` says whether
+    `subunits` form a complete unit after the units `unit_context` (0.4.1's base class;
+    any callable of that shape works as a predicate)."""
+
+    @abstractmethod
+    def __call__(self, unit_context: list, subunits: list) -> bool:
+        """Whether `subunits` complete a unit."""
+
+
+class TokenSetBoundary(BoundaryPredicate):
     """A unit ends after any token of `tokens` (e.g. whitespace or newline tokens)."""
 
     def __init__(self, tokens: Iterable[Any]):
@@ -39,7 +50,7 @@ class TokenSetBoundary:
         return f"TokenSetBoundary({sorted(map(repr, self.tokens))})"
 
 
-class FixedLengthBoundary:
+class FixedLengthBoundary(BoundaryPredicate):
     """A unit ends after `length` subunits."""
 
     def __init__(self, length: int):
@@ -54,7 +65,7 @@ class FixedLengthBoundary:
         return f"FixedLengthBoundary({self.length})"
 
 
-class CFGBoundary:
+class CFGBoundary(BoundaryPredicate):
     """A unit ends when its subunits, joined, form a complete sentence of a Boolean
     grammar potential: `cfg.complete(join(subunits)) > -inf`.
 
@@ -158,4 +169,4 @@ class MultiTokenUnitSampler(TokenSampler):
         return f"MultiTokenUnitSampler({self.subunit_sampler!r}, {self.boundary_predicate!r})"
 
 
-__all__ = ["CFGBoundary", "FixedLengthBoundary", "MultiTokenUnitSampler", "TokenSetBoundary"]
+__all__ = ["BoundaryPredicate", "CFGBoundary", "FixedLengthBoundary", "MultiTokenUnitSampler", "TokenSetBoundary"]
