@@ -501,3 +501,20 @@ async def test_tiny_temperature_is_greedy_with_finite_weights(llm_backend, tempe
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     from_name = PromptedLLM.from_name(MODEL, backend="mock", temperature=temperature)
     assert from_name.temperature == temperature
+
+
+def test_prompt_ids_from_a_chat_template_batch_encoding(llm):
+    # transformers 5's apply_chat_template(..., tokenize=True) returns a BatchEncoding;
+    # 0.4.1's README assigns it to llm.prompt_ids directly
+    tok = llm.model.tokenizer
+    enc = tok("Return the value")
+    llm.prompt_ids = enc
+    assert llm.prompt_ids == list(enc["input_ids"])
+    llm.prompt_ids = tok("Return", return_tensors="pt")  # a batch of one row
+    assert llm.prompt_ids == tok("Return")["input_ids"]
+    llm.prompt_ids = [[5, 6]]
+    assert llm.prompt_ids == [5, 6]
+    with pytest.raises(TypeError, match="without 'input_ids'"):
+        llm.prompt_ids = {"ids": [1]}
+    with pytest.raises(TypeError, match="a batch of 2"):
+        llm.prompt_ids = tok(["a", "b"], return_tensors="pt")

@@ -6,7 +6,7 @@ import math
 import operator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -185,10 +185,21 @@ def check_temperature(temperature: Any) -> float:
 def check_prompt_ids(ids: Any, n: int) -> list[int]:
     """`ids` as a list of ints in `0..n-1`.
 
+    A tokenizer's `BatchEncoding` (what `apply_chat_template(..., tokenize=True)`
+    returns in transformers 5) gives its `input_ids`, a batch of one row gives that row.
+
     Raises:
         TypeError: not a sequence of integers (a str, say, or a float id).
         ValueError: an id outside the vocabulary.
     """
+    if isinstance(ids, Mapping):
+        if "input_ids" not in ids:
+            raise TypeError("prompt_ids must be a list of token ids (ints), got a mapping without 'input_ids'")
+        ids = ids["input_ids"]
+    if getattr(ids, "ndim", 1) == 2 or (isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], list)):
+        if len(ids) != 1:
+            raise TypeError(f"prompt_ids must be one list of token ids, got a batch of {len(ids)}")
+        ids = ids[0]
     if isinstance(ids, (str, bytes, bytearray)) or not hasattr(ids, "__iter__"):
         raise TypeError(f"prompt_ids must be a list of token ids (ints), got {type(ids).__name__}")
     out = []
