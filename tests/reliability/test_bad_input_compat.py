@@ -12,7 +12,6 @@ import pytest
 from reliability_toys import AB, NoBB, ab_lm
 
 from genlm.control import (
-    SMC,
     BoolFSA,
     Potential,
     PromptedLLM,
