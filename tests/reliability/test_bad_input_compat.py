@@ -138,6 +138,7 @@ ROWS = [
     ("return-none-critic-in-smc", lambda: _smc(critic=Bad(prefix=None)), TypeError, r"Bad\.prefix returned None"),
     ("return-none-target-in-smc", lambda: _smc(direct_token_sampler(Bad(logw_next=None, batch_logw_next=None))), TypeError, r"Bad\.batch_logw_next returned None"),
     ("return-dict-in-product", lambda: _smc(direct_token_sampler(ab_lm() * Bad(logw_next={}, batch_logw_next={}))), TypeError, r"Bad\.batch_logw_next returned a dict"),
+    ("sampler-returns-none", lambda: _sampler_returning(None).smc(2, 0.5, 3), TypeError, r"SamplerReturns\.sample returned None"),
     # Products, powers and coercions
     ("power-bool", lambda: ab_lm() ** True, TypeError, "a bool"),
     # Samplers and SMC
@@ -250,3 +251,31 @@ async def test_samplers_still_run_after_a_bad_return():
 def test_no_bb_is_a_plain_potential():
     # the shared toys are user-style subclasses, so they are checked like a user's
     assert NoBB.prefix.__genlm_checked__
+
+
+class SamplerReturns(direct_token_sampler(ab_lm()).__class__):
+    """A user's token sampler whose `sample` returns `self.out`."""
+
+    out = None
+
+    async def sample(self, context, draw=None):
+        return self.out
+
+
+def _sampler_returning(out):
+    sampler = SamplerReturns(ab_lm(), autobatch=False)
+    sampler.out = out
+    return sampler
+
+
+@pytest.mark.parametrize(
+    "out, said",
+    [(None, "returned None"), ((b"a", 0.0), "returned a tuple"), ((b"a", None, 0.0), "returned a tuple")],
+)
+async def test_sampler_sample_return_is_checked(out, said):
+    sampler = SamplerReturns(ab_lm(), autobatch=False)
+    sampler.out = out
+    with pytest.raises(TypeError, match=rf"SamplerReturns\.sample {said}.*\(token, logw, logp\)"):
+        await sampler.smc(2, 0.5, 3)
+    sampler.out = (b"a", 0.0, 0.0)
+    assert (await sampler.sample([])) == (b"a", 0.0, 0.0)

@@ -138,15 +138,25 @@ def _checked(method: Callable, name: str, check: Callable) -> Callable:
     return checked
 
 
-def check_returns(cls: type) -> None:
-    """Wrap the methods `cls` defines so that what they return is checked (see the module
-    docstring); classes of genlm-control itself are left alone."""
+def _check_sample(owner: Any, name: str, value: Any, args: tuple, kwargs: dict) -> None:
+    ok = isinstance(value, (tuple, list)) and len(value) == 3
+    if not (ok and _is_scalar(value[1]) and _is_scalar(value[2])):
+        raise _fail(owner, name, value, "a tuple (token, logw, logp) with float logw and logp")
+
+
+#: The checks of a token sampler's methods (`TokenSampler.__init_subclass__`).
+SAMPLER_CHECKS: dict[str, Callable] = {"sample": _check_sample, "logw_eos": _check_scalar}
+
+
+def check_returns(cls: type, checks: dict[str, Callable] = CHECKS) -> None:
+    """Wrap the methods of `checks` that `cls` defines so that what they return is
+    checked (see the module docstring); classes of genlm-control itself are left alone."""
     if cls.__module__.startswith(_TRUSTED):
         return
-    for name, check in CHECKS.items():
+    for name, check in checks.items():
         method = cls.__dict__.get(name)
         if inspect.isfunction(method) and not getattr(method, "__genlm_checked__", False):
             setattr(cls, name, _checked(method, name, check))
 
 
-__all__ = ["CHECKS", "check_returns"]
+__all__ = ["CHECKS", "SAMPLER_CHECKS", "check_returns"]

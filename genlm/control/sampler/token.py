@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from genlm.control.draw import draw_from, draw_many, using_rng
+from genlm.control.potential._returns import SAMPLER_CHECKS, check_returns
 from genlm.control.potential.base import Potential
 from genlm.control.window import gather_or_cancel
 
@@ -28,9 +29,17 @@ DrawFn = Callable[[dict], Any]
 class TokenSampler(ABC):
     """Base class of token samplers over a target potential.
 
+    A subclass defined outside genlm-control has what its `sample` and `logw_eos`
+    return checked at each call (a `(token, logw, logp)` tuple and a float): a
+    forgotten `return` is a `TypeError` naming the class and method.
+
     Args:
         target: the potential whose `logw_next` the draws are properly weighted for.
     """
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        check_returns(cls, SAMPLER_CHECKS)
 
     def __init__(self, target: Potential):
         if not isinstance(target, Potential):
