@@ -20,6 +20,7 @@ from genlm.control import (
     topk_token_sampler,
 )
 from genlm.control.embedded import EMBEDDED_MODEL
+from genlm.control.sampler import FixedLengthBoundary, MultiTokenUnitSampler
 from genlm.control.sampler.set import EagerSetSampler
 from genlm.control.weights import LazyWeights
 
@@ -93,9 +94,14 @@ def _mock_llm():
 
 
 def _smc(sampler=None, critic=None, **kw):
-    args = dict(n_particles=2, ess_threshold=0.5, max_tokens=3)
+    # seeded, 8 particles: some particle draws a token before EOS, so every method runs
+    args = dict(n_particles=8, ess_threshold=0.5, max_tokens=3, seed=0)
     args.update(kw)
     return (sampler or direct_token_sampler(ab_lm())).smc(critic=critic, **args)
+
+
+def _unit(**kw):
+    return MultiTokenUnitSampler(direct_token_sampler(ab_lm()), FixedLengthBoundary(2), **kw)
 
 
 def _offline_unknown_model():
@@ -149,6 +155,9 @@ ROWS = [
     ("topk-k-float", lambda: topk_token_sampler(_mock_llm(), _fsa(), K=2.5), TypeError, "K must be an integer"),
     ("topk-k-zero", lambda: topk_token_sampler(_mock_llm(), _fsa(), K=0), ValueError, "K must be an integer"),
     ("set-memo-size-zero", lambda: EagerSetSampler(_mock_llm(), _fsa(), memo_size=0), ValueError, "memo_size"),
+    ("unit-max-subunits-bool", lambda: _unit(max_subunits_per_unit=True), TypeError, "max_subunits_per_unit must be a number"),
+    ("unit-max-subunits-zero", lambda: _unit(max_subunits_per_unit=np.int64(0)), ValueError, "max_subunits_per_unit must be a positive integer"),
+    ("fixed-length-bool", lambda: FixedLengthBoundary(True), TypeError, "FixedLengthBoundary length must be a number"),
     ("n-particles-bool", lambda: _smc(n_particles=True), TypeError, "n_particles must be a number"),
     ("ess-bool", lambda: _smc(ess_threshold=True), TypeError, "ess_threshold must be a number"),
     ("max-tokens-bool", lambda: _smc(max_tokens=True), TypeError, "max_tokens must be a number"),
@@ -200,7 +209,7 @@ VALUE_ROWS = [
 async def test_numpy_scalars_accepted():
     seqs = await _smc(n_particles=np.int64(4), ess_threshold=np.float32(0.5), max_tokens=np.int32(3), seed=np.int64(0))
     assert len(seqs) == 4 and all(len(c) <= 3 for c in seqs.contexts)
-    seqs = await _smc(ess_threshold=np.float64(1.0), seed=0)
+    seqs = await _smc(n_particles=2, ess_threshold=np.float64(1.0))
     assert len(seqs) == 2
     tempered = ab_lm() ** np.float32(2)
     assert await tempered.prefix([b"a"]) == pytest.approx(2 * math.log(0.5))

@@ -12,6 +12,9 @@ filtering"):
 - `systematic`: one uniform shifted over every stratum; `O_i ∈ {⌊nW_i⌋, ⌈nW_i⌉}`.
 - `residual`: `⌊nW_i⌋` copies, then a multinomial draw of the remainder.
 
+`RESAMPLING_METHODS[name]` (also `get_resampling_fn(name)` and `<name>_resample`,
+genlm-control 0.4.1's names) is a `Scheme`, which takes 0.4.1's call `f(weights)` too.
+
 The statistics of a population are functions of its log weights:
 `ess(logw) = 1 / Σ W_i²` and `log_mean_exp(logw) = log(Σ exp(logw) / m)`.
 """

@@ -17,6 +17,7 @@ import inspect
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable
 
+from genlm.control._args import positive_int
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.util import flatten_units
@@ -54,9 +55,7 @@ class FixedLengthBoundary(BoundaryPredicate):
     """A unit ends after `length` subunits."""
 
     def __init__(self, length: int):
-        if int(length) != length or length < 1:
-            raise ValueError(f"FixedLengthBoundary length must be an integer ≥ 1, got {length!r}")
-        self.length = int(length)
+        self.length = positive_int("FixedLengthBoundary length", length)
 
     def __call__(self, unit_context: list, subunits: list) -> bool:
         return len(subunits) >= self.length
@@ -119,10 +118,7 @@ class MultiTokenUnitSampler(TokenSampler):
             )
         if not callable(boundary_predicate):
             raise TypeError("boundary_predicate must be callable (unit_context, subunits) -> bool")
-        if int(max_subunits_per_unit) != max_subunits_per_unit or max_subunits_per_unit < 1:
-            raise ValueError(
-                f"max_subunits_per_unit must be an integer ≥ 1, got {max_subunits_per_unit!r}"
-            )
+        positive_int("max_subunits_per_unit", max_subunits_per_unit)
         self.subunit_sampler = subunit_sampler
         self.boundary_predicate = boundary_predicate
         self.max_subunits_per_unit = int(max_subunits_per_unit)
