@@ -122,16 +122,22 @@ CHECKS: dict[str, Callable] = {
 
 
 def _checked(method: Callable, name: str, check: Callable) -> Callable:
+    fast = float if check is _check_scalar else LazyWeights if check is _check_row else None
+
     @functools.wraps(method)
     async def checked(self, *args, **kwargs):
         out = method(self, *args, **kwargs)
-        if not inspect.isawaitable(out):
+        try:
+            value = await out
+        except TypeError:
+            if inspect.isawaitable(out):
+                raise  # raised inside the method itself
             raise TypeError(
                 f"{type(self).__name__}.{name} must be a coroutine function (`async def`); "
                 f"it returned {_describe(out)}"
-            )
-        value = await out
-        check(self, name, value, args, kwargs)
+            ) from None
+        if type(value) is not fast or fast is LazyWeights:
+            check(self, name, value, args, kwargs)
         return value
 
     checked.__genlm_checked__ = True
