@@ -37,7 +37,8 @@ async def main(n_particles: int = 10, max_tokens: int = 20, seed: int = 0):
         n_particles=n_particles, ess_threshold=0.5, max_tokens=max_tokens, seed=seed
     )
     for text, p in sequences.decoded_posterior.items():
-        print(f"{p:.3f}  {text!r}  ->  {json.loads(text)}")
+        if p > 0:  # entries of weight zero are dead particles' (unfinished) texts
+            print(f"{p:.3f}  {text!r}  ->  {json.loads(text)}")
     print(f"log_ml = {sequences.log_ml:.3f}")
     return sequences
 

@@ -241,7 +241,8 @@ async def generate(args: argparse.Namespace) -> dict:
         )
     finally:
         sampler.cleanup()
-    posterior = sorted(seqs.decoded_posterior.items(), key=lambda kv: -kv[1])
+    live = [(text, p) for text, p in seqs.decoded_posterior.items() if p > 0]  # 0.0 entries: dead particles
+    posterior = sorted(live, key=lambda kv: -kv[1])
     return {
         "model": model,
         "prompt": args.prompt,

@@ -29,6 +29,23 @@ class EndOfSequence:
     def __reduce__(self):
         return (EndOfSequence, (self.kind,))
 
+    @property
+    def type_(self) -> str:
+        """The marker's kind, by its genlm-control 0.4.1 name."""
+        return self.kind
+
+    def __radd__(self, other: object) -> list | tuple:
+        """`context + EOS`: the context with the marker appended (0.4.1's spelling).
+
+        A list or tuple keeps its type; a `bytes`/`str` context becomes the list of
+        its items (byte values or characters) followed by the marker.
+        """
+        if isinstance(other, (list, tuple)):
+            return type(other)([*other, self])
+        if isinstance(other, (bytes, str)):
+            return [*other, self]
+        return NotImplemented
+
 
 EOS = EndOfSequence("EOS")
 EOT = EndOfSequence("EOT")

@@ -80,6 +80,10 @@ class LazyWeights:
     def _spawn(self, weights: np.ndarray, log: bool) -> "LazyWeights":
         return LazyWeights(weights, self.encode, self.decode, log, self.fallback)
 
+    def spawn(self, new_weights: Any, log: bool | None = None) -> "LazyWeights":
+        """New weights over the same tokens (log space as this one's unless `log` says)."""
+        return self._spawn(new_weights, self.is_log if log is None else log)
+
     def index(self, token: Any) -> int | None:
         """The index of `token`, or None when it is not in the vocabulary."""
         i = self.encode.get(token)
@@ -165,6 +169,12 @@ class LazyWeights:
         """Assert equal weights over the same tokens (matching `-inf` entries too)."""
         self._check_aligned(other)
         np.testing.assert_allclose(self.weights, other.weights, rtol=rtol, atol=atol)
+
+    def assert_equal_unordered(self, other: "LazyWeights", rtol: float = 1e-5, atol: float = 1e-8) -> None:
+        """Assert the same tokens with close weights, in any order."""
+        assert set(self.decode) == set(other.decode), "the two weights have different tokens"
+        for x in self.decode:
+            np.testing.assert_allclose(self[x], other[x], rtol=rtol, atol=atol, err_msg=repr(x))
 
     def __repr__(self) -> str:
         shown = self.materialize(top=5)

@@ -315,7 +315,7 @@ def test_missing_model_is_rejected(tmp_path):
     missing = str(tmp_path / "no-such-model")
     with pytest.raises(OSError, match="could not be found locally") as info:
         PromptedLLM.from_name(missing, backend="hf")
-    assert missing in str(info.value)
+    assert missing in str(info.value) and isinstance(info.value, ValueError)
 
 
 @pytest.mark.parametrize("temperature", [0, -1.0, float("inf"), float("nan")])
@@ -398,3 +398,123 @@ async def test_sequences_longer_than_the_model_reads_are_a_clear_error():
     with pytest.raises(ValueError, match="over the model's limit of 256 positions"):
         await llm.logw_next(context)
     assert len((await llm.logw_next(context[: 255 - n])).weights) == len(llm.vocab_eos)
+
+
+# Model names, offline loading, prompts and temperatures ------------------------------
+
+
+def _no_transformers(monkeypatch):
+    """Make every backend loader fail the test: the error must come before it."""
+    from genlm.backend.llm import MockAsyncLM
+
+    from genlm.control.potential.built_in import _hf_batch
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the backend loader was called")
+
+    monkeypatch.setattr(_hf_batch.CachedTransformer, "from_name", reached)
+    monkeypatch.setattr(MockAsyncLM, "from_name", reached)
+
+
+@pytest.mark.parametrize("name, err", [(None, TypeError), (3, TypeError), ("", ValueError), ("  ", ValueError)])
+def test_model_name_must_be_a_string(name, err):
+    with pytest.raises(err, match="name must be"):
+        PromptedLLM.from_name(name)
+
+
+@pytest.mark.parametrize("backend", ["hf", "mock"])
+def test_unknown_model_fails_at_once_when_offline(monkeypatch, backend):
+    _no_transformers(monkeypatch)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="'no-such-org/no-such-model' is not available offline.*HF_HUB_OFFLINE") as info:
+        PromptedLLM.from_name("no-such-org/no-such-model", backend=backend)
+    assert isinstance(info.value, OSError)  # what a missing model raised before
+
+
+def test_unknown_model_fails_at_once_without_network(monkeypatch):
+    from genlm.control.potential.built_in import _llm_loading
+
+    _no_transformers(monkeypatch)
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+    with pytest.raises(ValueError, match=r"not available offline.*http://127.0.0.1:9\) cannot be reached"):
+        _llm_loading.load_model("no-such-org/no-such-model", backend="hf")
+
+
+def test_a_cached_model_goes_to_the_loader(monkeypatch, tmp_path):
+    from genlm.control.potential.built_in import _llm_loading
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    (tmp_path / "models--some-org--cached-model").mkdir()
+    _llm_loading.require_available("some-org/cached-model", "some-org/cached-model")
+    with pytest.raises(ValueError, match="not available offline"):
+        _llm_loading.require_available("some-org/other", "some-org/other")
+
+
+def test_hub_probe():
+    from genlm.control.potential.built_in._llm_loading import _hub_reachable
+
+    assert _hub_reachable("http://127.0.0.1:9", timeout=1.0) is False
+
+
+@pytest.mark.parametrize("text, position", [("a\ud800b", 1), ("\udfff", 0), ("héllo \ud83d", 6)])
+def test_lone_surrogate_in_a_prompt_is_a_value_error_naming_its_position(llm, text, position):
+    with pytest.raises(ValueError, match=f"lone surrogate .* at position {position}"):
+        llm.set_prompt_from_str(text)
+    with pytest.raises(ValueError, match=f"at position {position}"):
+        llm.tokenize(text)
+    llm.set_prompt_from_str("héllo 😀")  # valid non-ASCII text is fine
+    assert llm.model.tokenizer.decode(llm.prompt_ids) == "héllo 😀"
+
+
+@pytest.mark.parametrize("ids", ["123", b"12", 5, [1, 2.0], [1, True], [1, None]])
+def test_prompt_ids_must_be_a_list_of_ints(llm, ids):
+    with pytest.raises(TypeError, match="prompt_ids must be a list of token ids"):
+        llm.prompt_ids = ids
+    assert llm.prompt_ids == []
+
+
+def test_prompt_ids_accept_numpy_and_torch_integers(llm):
+    llm.prompt_ids = np.array([5, 7])
+    assert llm.prompt_ids == [5, 7] and all(type(i) is int for i in llm.prompt_ids)
+    llm.prompt_ids = torch.tensor([3, 4])
+    assert llm.prompt_ids == [3, 4]
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        llm.prompt_ids = [1, -1]
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324])
+async def test_tiny_temperature_is_greedy_with_finite_weights(llm_backend, temperature, recwarn):
+    hot = PromptedLLM(llm_backend)
+    hot.set_prompt_from_str("Return the")
+    greedy = int(np.argmax((await hot.logw_next([])).weights))
+    cold = hot.spawn(temperature=temperature)
+    with np.errstate(all="raise"):
+        row = (await cold.logw_next([])).weights
+        prefix = await cold.prefix([hot.vocab[greedy]])
+    assert not np.isnan(row).any() and row[greedy] == 0.0
+    assert np.all(row[np.arange(len(row)) != greedy] < -1e290)  # weight zero to double precision
+    assert prefix == 0.0
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    from_name = PromptedLLM.from_name(MODEL, backend="mock", temperature=temperature)
+    assert from_name.temperature == temperature
+
+
+def test_prompt_ids_from_a_chat_template_batch_encoding(llm):
+    # transformers 5's apply_chat_template(..., tokenize=True) returns a BatchEncoding;
+    # 0.4.1's README assigns it to llm.prompt_ids directly
+    tok = llm.model.tokenizer
+    enc = tok("Return the value")
+    llm.prompt_ids = enc
+    assert llm.prompt_ids == list(enc["input_ids"])
+    llm.prompt_ids = tok("Return", return_tensors="pt")  # a batch of one row
+    assert llm.prompt_ids == tok("Return")["input_ids"]
+    llm.prompt_ids = [[5, 6]]
+    assert llm.prompt_ids == [5, 6]
+    with pytest.raises(TypeError, match="without 'input_ids'"):
+        llm.prompt_ids = {"ids": [1]}
+    with pytest.raises(TypeError, match="a batch of 2"):
+        llm.prompt_ids = tok(["a", "b"], return_tensors="pt")

@@ -55,7 +55,9 @@ def test_all_minus_inf_and_nan_weights():
         assert seqs.log_ml == -math.inf and seqs.ess == 0.0 and seqs.log_ess == -math.inf
         np.testing.assert_array_equal(seqs.log_weights, [-math.inf, -math.inf])
         np.testing.assert_array_equal(seqs.normalized_weights, [0.0, 0.0])
-        assert len(seqs.posterior) == 0 and len(seqs.decoded_posterior) == 0
+        # as in 0.4.1, sequences of weight zero stay in the posteriors with value 0.0
+        assert seqs.posterior == {(b"a", EOS): 0.0, (b"b",): 0.0}
+        assert seqs.decoded_posterior == {"a": 0.0}
     empty = Sequences([], [])
     assert empty.log_ml == -math.inf and len(empty) == 0
 
@@ -76,3 +78,38 @@ def test_iteration_indexing_and_show(capsys):
     assert len(lines) == 2 and "b'b'" in lines[0] and "-0.5" in lines[0]
     page = seqs._repr_html_()
     assert page.index("<pre>b</pre>") < page.index("<pre>a</pre>")
+
+
+def test_zero_weight_sequences_stay_with_value_zero():
+    ctxs = [[b"a", EOS], [b"b", EOS], [b"c", EOS], [b"a", EOS], [b"\xff", EOS]]
+    seqs = Sequences(ctxs, [0.0, -math.inf, -math.inf, math.log(3.0), -math.inf])
+    assert seqs.posterior == {(b"a", EOS): 1.0, (b"b", EOS): 0.0, (b"c", EOS): 0.0, (b"\xff", EOS): 0.0}
+    assert list(seqs.posterior)[0] == (b"a", EOS)  # largest first
+    assert seqs.decoded_posterior == {"a": 1.0, "b": 0.0, "c": 0.0}  # b"\xff" does not decode
+
+
+async def test_posterior_of_a_run_where_some_particles_die_counts_every_response():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from toys import AB, BoolPotential, ab_lm
+
+    from genlm.control import SMC, direct_token_sampler
+
+    no_b = BoolPotential(AB, lambda ctx: b"b" not in ctx, lambda ctx: b"b" not in ctx)
+    # ess_threshold=0: no resampling, so dead particles stay in the population
+    seqs = await SMC(direct_token_sampler(ab_lm()), critic=no_b)(40, 0.0, 4, seed=1)
+    dead = {tuple(c) for c, w in zip(seqs.contexts, seqs.log_weights) if w == -math.inf}
+    alive = {tuple(c) for c, w in zip(seqs.contexts, seqs.log_weights) if w > -math.inf}
+    assert dead and alive, "the seed must give both dead and live particles"
+    post = seqs.posterior
+    assert set(post) == dead | alive
+    assert all(post[c] == 0.0 for c in dead - alive)
+    assert all(post[c] > 0.0 for c in alive)
+    assert sum(post.values()) == pytest.approx(1.0)
+    texts = {b"".join(c[:-1]).decode() for c in dead | alive}
+    assert set(seqs.decoded_posterior) == texts
+    assert sum(1 for v in seqs.decoded_posterior.values() if v == 0.0) == len(
+        {b"".join(c[:-1]).decode() for c in dead - alive}
+    )

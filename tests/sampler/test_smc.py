@@ -66,7 +66,8 @@ def _assert_unbiased(z, posts, exact: dict, rare: float = 0.005):
         sem = u.std(ddof=1) / math.sqrt(runs)
         slack = rare * big_z if xs is tail else 0.0
         assert abs(u.mean() - w) <= 4.5 * sem + slack, (xs, u.mean(), w, sem)
-    assert all(set(p) <= set(exact) for p in posts), "a sequence outside the target's support"
+    live = [{x for x, v in p.items() if v > 0} for p in posts]  # weight-zero entries stay (0.4.1)
+    assert all(xs <= set(exact) for xs in live), "a sequence outside the target's support"
 
 
 # Exactness ---------------------------------------------------------------
@@ -445,7 +446,8 @@ async def test_all_particles_dead_gives_minus_inf_log_ml(empty_ok):
         assert not np.isnan(seqs.log_weights).any()
         assert np.all(seqs.normalized_weights == 0)
     assert all(ctx[-1] == EOS for ctx in seqs.contexts)
-    assert len(seqs.posterior) == 0 and len(seqs.decoded_posterior) == 0
+    assert all(v == 0.0 for v in seqs.posterior.values())  # zero-weight entries stay (0.4.1)
+    assert all(v == 0.0 for v in seqs.decoded_posterior.values())
 
 
 # Arguments ----------------------------------------------------------------

@@ -122,4 +122,11 @@ class AutoBatchedPotential(Potential):
         return f"AutoBatchedPotential({self.potential!r})"
 
 
-__all__ = ["AutoBatchedPotential", "BatchAbandoned"]
+def autobatched(potential: Potential) -> AutoBatchedPotential:
+    """The autobatched view of `potential` (`potential.to_autobatched()`), by its 0.4.1 name."""
+    if not isinstance(potential, Potential):
+        raise TypeError(f"autobatched needs a Potential, got {type(potential).__name__}")
+    return AutoBatchedPotential.of(potential)
+
+
+__all__ = ["AutoBatchedPotential", "BatchAbandoned", "autobatched"]

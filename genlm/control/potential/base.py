@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.constant import EndOfSequence
+from genlm.control.constant import EOS, EndOfSequence
+from genlm.control.potential._returns import check_returns
 from genlm.control.potential.tables import VocabTables, build_tables
 from genlm.control.typing import TokenType
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -37,13 +38,24 @@ class Potential(ABC):
         logw_next(ctx)[x] = prefix(ctx + [x]) - prefix(ctx)
         logw_next(ctx)[EOS] = complete(ctx) - prefix(ctx)
 
+    What a subclass defined outside genlm-control returns from these methods is
+    checked at each call (see `genlm.control.potential._returns`): None, a coroutine,
+    a dict or a row of the wrong length is a `TypeError` naming the class and method.
+
     Args:
         vocabulary: the tokens (without EOS).
         token_type: optional; inferred from `vocabulary` when omitted.
         eos: the end marker (`EOS` by default).
         tables: tables from `Potential.build_tables`; when given, `vocabulary`,
             `token_type` and `eos` are taken from them and no O(V) work is done.
+
+    Raises:
+        TypeError: `tables` that are not `VocabTables`.
     """
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        check_returns(cls)
 
     def __init__(
         self,
@@ -56,7 +68,24 @@ class Potential(ABC):
             if vocabulary is None:
                 raise ValueError("a potential needs a vocabulary or tables")
             tables = build_tables(vocabulary, token_type, eos)
-        self.tables = tables
+        elif not isinstance(tables, VocabTables):
+            raise TypeError(
+                f"tables must be VocabTables (from Potential.build_tables or another "
+                f"potential's .tables), got {type(tables).__name__}"
+            )
+        self._tables = tables
+
+    @property
+    def tables(self) -> VocabTables:
+        """The vocabulary's index tables, shared with every wrapper (read-only)."""
+        return self._tables
+
+    @tables.setter
+    def tables(self, value: Any) -> None:
+        raise AttributeError(
+            f"{type(self).__name__}.tables is read-only: pass the vocabulary, or tables=... "
+            "from Potential.build_tables, to super().__init__ instead of assigning self.tables"
+        )
 
     # Vocabulary views -------------------------------------------------------
 
@@ -308,3 +337,6 @@ class Potential(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(|V|={len(self.tables.vocab)})"
+
+
+__all__ = ["EOS", "Potential", "SparseLogws"]

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from genlm.control._args import is_real, reject_bool
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights, logsumexp
 
@@ -14,11 +15,13 @@ class Tempered(Potential):
     """`Tempered(p, a).prefix(xs) = a · p.prefix(xs)`, i.e. the weight `p(xs) ** a`.
 
     Raises:
-        ValueError: if `a` is not a finite positive number.
+        TypeError: if `a` is a bool.
+        ValueError: if `a` is not a finite positive number (NumPy scalars are numbers).
     """
 
     def __init__(self, potential: Potential, exponent: float):
-        if not isinstance(exponent, (int, float)) or not math.isfinite(exponent) or exponent <= 0:
+        reject_bool("the temperature exponent", exponent)
+        if not is_real(exponent) or not math.isfinite(exponent) or exponent <= 0:
             raise ValueError(f"temperature exponent must be finite and > 0, got {exponent!r}")
         self.potential = potential
         self.exponent = float(exponent)

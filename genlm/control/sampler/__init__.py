@@ -17,6 +17,10 @@ _EXPORTS = {
     "TokenSetBoundary": "genlm.control.sampler.unit",
     "FixedLengthBoundary": "genlm.control.sampler.unit",
     "CFGBoundary": "genlm.control.sampler.unit",
+    "BoundaryPredicate": "genlm.control.sampler.unit",
+    "SetSampler": "genlm.control.sampler.set",
+    "SequenceModel": "genlm.control.sampler.smc",
+    "flatten_units": "genlm.control.util",
     "SMC": "genlm.control.sampler.sequence",
     "Sequences": "genlm.control.sampler.sequence",
 }

@@ -12,6 +12,9 @@ filtering"):
 - `systematic`: one uniform shifted over every stratum; `O_i ∈ {⌊nW_i⌋, ⌈nW_i⌉}`.
 - `residual`: `⌊nW_i⌋` copies, then a multinomial draw of the remainder.
 
+`RESAMPLING_METHODS[name]` (also `get_resampling_fn(name)` and `<name>_resample`,
+genlm-control 0.4.1's names) is a `Scheme`, which takes 0.4.1's call `f(weights)` too.
+
 The statistics of a population are functions of its log weights:
 `ess(logw) = 1 / Σ W_i²` and `log_mean_exp(logw) = log(Σ exp(logw) / m)`.
 """
@@ -80,15 +83,51 @@ def residual(rng: np.random.Generator, weights: np.ndarray, n: int) -> np.ndarra
     return np.repeat(np.arange(w.size), copies)
 
 
-RESAMPLING_METHODS: dict[str, Resampler] = {
-    "multinomial": multinomial,
-    "stratified": stratified,
-    "systematic": systematic,
-    "residual": residual,
+class Scheme:
+    """A resampling scheme, callable in two forms with the same distribution:
+
+    - `scheme(rng, weights, n)`: `n` ancestors drawn with the generator `rng`;
+    - `scheme(weights, rng=None)`: genlm-control 0.4.1's form, `len(weights)`
+      ancestors. Without `rng` the generator is seeded from NumPy's legacy global
+      state, so `np.random.seed(s)` makes such calls reproducible as it did in 0.4.1.
+    """
+
+    def __init__(self, draw: Resampler):
+        self.draw = draw
+        self.__name__ = draw.__name__
+        self.__doc__ = draw.__doc__
+
+    def __call__(self, *args, rng: np.random.Generator | None = None) -> np.ndarray:
+        if len(args) == 1:
+            (weights,) = args
+            if rng is None:
+                rng = np.random.default_rng(np.random.randint(0, 2**63 - 1, dtype=np.int64))
+            return self.draw(rng, weights, len(weights))
+        if len(args) != 3 or rng is not None:
+            raise TypeError(
+                f"{self.__name__} takes (rng, weights, n) or, as in 0.4.1, (weights, rng=None)"
+            )
+        return self.draw(*args)
+
+    def __repr__(self) -> str:
+        return f"<resampling scheme {self.__name__}>"
+
+
+RESAMPLING_METHODS: dict[str, Scheme] = {
+    "multinomial": Scheme(multinomial),
+    "stratified": Scheme(stratified),
+    "systematic": Scheme(systematic),
+    "residual": Scheme(residual),
 }
 
+# genlm-control 0.4.1's names: `f(weights)` gives `len(weights)` ancestor indices.
+multinomial_resample = RESAMPLING_METHODS["multinomial"]
+stratified_resample = RESAMPLING_METHODS["stratified"]
+systematic_resample = RESAMPLING_METHODS["systematic"]
+residual_resample = RESAMPLING_METHODS["residual"]
 
-def get_resampler(name: str) -> Resampler:
+
+def get_resampler(name: str) -> Scheme:
     """The scheme called `name`.
 
     Raises:
@@ -100,6 +139,10 @@ def get_resampler(name: str) -> Resampler:
         raise ValueError(
             f"unknown resampling method {name!r}; choose one of {sorted(RESAMPLING_METHODS)}"
         ) from None
+
+
+#: genlm-control 0.4.1's name of `get_resampler`.
+get_resampling_fn = get_resampler
 
 
 def offspring_counts(ancestors: np.ndarray, m: int) -> np.ndarray:
@@ -134,13 +177,19 @@ def log_mean_exp(log_weights: np.ndarray) -> float:
 __all__ = [
     "RESAMPLING_METHODS",
     "Resampler",
+    "Scheme",
     "ess",
     "get_resampler",
+    "get_resampling_fn",
     "log_mean_exp",
     "multinomial",
+    "multinomial_resample",
     "normalized_weights",
     "offspring_counts",
     "residual",
+    "residual_resample",
     "stratified",
+    "stratified_resample",
     "systematic",
+    "systematic_resample",
 ]

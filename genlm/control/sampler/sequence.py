@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from genlm.grammar import Float
 
+from genlm.control._args import positive_int
 from genlm.control.constant import EndOfSequence
 from genlm.control.potential.base import Potential
 from genlm.control.sampler.record import RunRecord
@@ -84,16 +85,16 @@ class SMC:
                 fails after the run, a `RecordNotWrittenWarning` names the cause and the
                 result is returned all the same, its record in `sequences.record`.
             resampling_method: 'multinomial', 'stratified', 'systematic' or 'residual'.
-            terminate_when: a predicate on a particle's context that stops it.
+            terminate_when: a plain (not async) function of a particle's context; the
+                particle stops when it returns true.
             seed: makes the run reproducible bit for bit.
 
         Raises:
             ValueError: for a bad argument, or a `+inf` log weight during the run.
+            TypeError: a bool where a number is expected; a `terminate_when` that is
+                not a plain function.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        if terminate_when is not None and not callable(terminate_when):
-            raise TypeError(f"terminate_when must be callable, got {type(terminate_when).__name__}")
+        positive_int("max_tokens", max_tokens)
         if isinstance(verbosity, bool) or not isinstance(verbosity, (int, np.integer)):
             raise TypeError(f"verbosity must be an integer, got {verbosity!r}")
         if json_path is not None:
@@ -200,21 +201,22 @@ class Sequences:
     @cached_property
     def posterior(self) -> Float.chart:
         """Normalized weights summed over identical sequences (keyed by the token tuple,
-        EOS included; units are flattened), largest first."""
+        EOS included; units are flattened), largest first. Sequences of weight zero
+        stay in the chart with value 0.0, as in genlm-control 0.4.1."""
         chart = Float.chart()
         for ctx, w in zip(self.contexts, self.normalized_weights):
-            if w > 0:
-                chart[tuple(flatten_units(ctx))] += float(w)
+            chart[tuple(flatten_units(ctx))] += float(w)
         return _normalized(chart)
 
     @cached_property
     def decoded_posterior(self) -> Float.chart:
         """Posterior over the text of the finished sequences: those ending in EOS whose
-        tokens decode (bytes as UTF-8, or strings); weights renormalized over them."""
+        tokens decode (bytes as UTF-8, or strings); weights renormalized over them.
+        Texts of weight zero stay in the chart with value 0.0, as in genlm-control 0.4.1."""
         chart = Float.chart()
         for ctx, w in zip(self.contexts, self.normalized_weights):
             tokens = flatten_units(ctx)
-            if w > 0 and tokens and isinstance(tokens[-1], EndOfSequence):
+            if tokens and isinstance(tokens[-1], EndOfSequence):
                 text = _decode(tokens[:-1])
                 if text is not None:
                     chart[text] += float(w)

@@ -30,10 +30,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from genlm.control._args import is_int, positive_int, reject_bool
 from genlm.control.draw import current_rng, draw_from
 from genlm.control.potential.base import Potential
 from genlm.control.potential.coerce import SymbolTrie, stateful_potential
-from genlm.control.sampler.token import TokenSampler
+from genlm.control.sampler.token import TokenSampler, _check_potential
 from genlm.control.weights import NEG_INF, LazyWeights, fold_nan
 
 
@@ -180,19 +181,23 @@ class TrieSetSampler(SetSampler):
         memo_size: the most contexts whose carried states and rows are kept.
 
     Raises:
-        TypeError: if `iter_potential`'s tokens are not byte strings.
+        TypeError: if either is not a `Potential`, `iter_potential`'s tokens are not
+            byte strings or `item_potential`'s are not bytes.
         ValueError: if `memo_size < 1`.
     """
 
     def __init__(self, iter_potential: Potential, item_potential: Potential, memo_size: int = 256):
+        _check_potential("iter_potential", iter_potential)
+        _check_potential("item_potential", item_potential)
         if not all(isinstance(x, bytes) for x in iter_potential.vocab):
             raise TypeError("TrieSetSampler needs an iter_potential whose tokens are byte strings")
         if not all(isinstance(x, int) for x in item_potential.vocab):
-            raise TypeError("TrieSetSampler needs an item_potential over bytes (ints 0..255)")
+            raise TypeError(
+                f"TrieSetSampler needs an item_potential over bytes (ints 0..255), got {item_potential!r}"
+            )
+        positive_int("memo_size", memo_size)
         self.iter_potential = iter_potential.to_autobatched()
         self.item_potential = item_potential.to_autobatched()
-        if int(memo_size) != memo_size or memo_size < 1:
-            raise ValueError(f"memo_size must be an integer ≥ 1, got {memo_size!r}")
         self.carrier = stateful_potential(item_potential)
         self.memo_size = int(memo_size)
         self._carried: OrderedDict[tuple, CarriedNodes] = OrderedDict()
@@ -298,25 +303,31 @@ class EagerSetSampler(TrieSetSampler):
 
 class TopKSetSampler(TrieSetSampler):
     """The `K` tokens of largest LM weight, each with its exact weight `t(x)`, plus a
-    trie walk over the other tokens' mass.
+    trie walk over the other tokens' mass. `K=None` weighs every token exactly (as in
+    0.4.1; one item-potential walk over the whole trie per step).
 
     Raises:
+        TypeError: if `K` is a bool or not an integer (nor None).
         ValueError: if `K < 1`.
     """
 
     def __init__(
-        self, iter_potential: Potential, item_potential: Potential, K: int, memo_size: int = 256
+        self, iter_potential: Potential, item_potential: Potential, K: int | None, memo_size: int = 256
     ):
-        if int(K) != K or K < 1:
-            raise ValueError(f"K must be an integer ≥ 1, got {K!r}")
+        if K is not None:
+            reject_bool("K", K)
+            if not is_int(K):
+                raise TypeError(f"K must be an integer ≥ 1 or None, got {K!r}")
+            if K < 1:
+                raise ValueError(f"K must be an integer ≥ 1 or None, got {K!r}")
         super().__init__(iter_potential, item_potential, memo_size)
-        self.K = int(K)
+        self.K = None if K is None else int(K)
 
     async def sample_set(self, context, draw=None):
         lm = await self.iter_potential.logw_next(list(context))
         view = _Walk(self, list(context), lm)
         tokens_w = view.w[:-1]
-        k = min(self.K, len(tokens_w))
+        k = len(tokens_w) if self.K is None else min(self.K, len(tokens_w))
         top = np.argpartition(-tokens_w, k - 1)[:k] if k < len(tokens_w) else np.arange(k)
         top = [int(i) for i in top if tokens_w[i] > NEG_INF]
         exact_tokens = [self.iter_potential.vocab[i] for i in top]
@@ -379,8 +390,8 @@ def eager_token_sampler(iter_potential: Potential, item_potential: Potential) ->
     return SetTokenSampler(EagerSetSampler(iter_potential, item_potential))
 
 
-def topk_token_sampler(iter_potential: Potential, item_potential: Potential, K: int) -> SetTokenSampler:
-    """A `SetTokenSampler` over a `TopKSetSampler` with `K` exact tokens."""
+def topk_token_sampler(iter_potential: Potential, item_potential: Potential, K: int | None) -> SetTokenSampler:
+    """A `SetTokenSampler` over a `TopKSetSampler` with `K` exact tokens (all when None)."""
     return SetTokenSampler(TopKSetSampler(iter_potential, item_potential, K))
 
 

@@ -25,6 +25,7 @@ the normalizing constant (Del Moral 2004).
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from genlm.control._args import is_int, is_real, positive_int, reject_bool
 from genlm.control.constant import EOS
 from genlm.control.draw import current_rng
 from genlm.control.sampler._step import SlotStreams, _retrying, step_all, step_many
@@ -72,7 +74,7 @@ class SequenceModel:
         self.unit_sampler = unit_sampler
         self.critic = critic
         self.max_tokens = max_tokens
-        self.terminate_when = terminate_when
+        self.terminate_when = plain_predicate(terminate_when)
         self.eos = getattr(unit_sampler.target, "eos", EOS)
         self.context: list = []
         self.twist = 0.0
@@ -189,10 +191,41 @@ def _progress(total: float):
     )
 
 
+def plain_predicate(terminate_when: TerminateWhen | None) -> TerminateWhen | None:
+    """`terminate_when`, checked: a plain function of the context returning a bool.
+
+    Raises:
+        TypeError: not callable, or an `async def` function (at once, or at its first
+            call when it returns an awaitable).
+    """
+    if terminate_when is None:
+        return None
+    if not callable(terminate_when):
+        raise TypeError(f"terminate_when must be callable, got {type(terminate_when).__name__}")
+    message = (
+        "terminate_when must be a plain function of the context returning a bool, "
+        "not an async function (its coroutine would never run and always count as true)"
+    )
+    if inspect.iscoroutinefunction(terminate_when) or inspect.iscoroutinefunction(
+        type(terminate_when).__call__
+    ):
+        raise TypeError(message)
+
+    def checked(context: list) -> Any:
+        out = terminate_when(context)
+        if inspect.isawaitable(out):
+            if inspect.iscoroutine(out):
+                out.close()
+            raise TypeError(message)
+        return out
+
+    return checked
+
+
 def _check_args(n_particles: int, ess_threshold: float) -> None:
-    if isinstance(n_particles, bool) or not isinstance(n_particles, (int, np.integer)) or n_particles < 1:
-        raise ValueError(f"n_particles must be a positive integer, got {n_particles!r}")
-    if not isinstance(ess_threshold, (int, float)) or not 0 <= ess_threshold <= 1:
+    positive_int("n_particles", n_particles)
+    reject_bool("ess_threshold", ess_threshold)
+    if not is_real(ess_threshold) or not 0 <= ess_threshold <= 1:
         raise ValueError(f"ess_threshold must be a number in [0, 1], got {ess_threshold!r}")
 
 
@@ -227,9 +260,11 @@ async def smc_standard(
     if json_file is not None:
         check_output_path(json_file)
     resampler = get_resampler(resampling_method)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+    if seed is not None:
+        reject_bool("seed", seed)
+    if seed is not None and (not is_int(seed) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
-    root = np.random.SeedSequence(seed)
+    root = np.random.SeedSequence(None if seed is None else int(seed))
     rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(0,)))
     streams = SlotStreams(root)
     start = float(fold_nan(np.array([await _retrying(model.start)]))[0])
@@ -278,4 +313,12 @@ def _print_step(step: int, pop: Population, ancestors: np.ndarray | None) -> Non
         print(f"  resampled: ancestors {ancestors.tolist()}")
 
 
-__all__ = ["SequenceModel", "Population", "smc_standard", "step_all", "step_many", "should_resample"]
+__all__ = [
+    "SequenceModel",
+    "Population",
+    "plain_predicate",
+    "smc_standard",
+    "step_all",
+    "step_many",
+    "should_resample",
+]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from genlm.control.draw import draw_from, draw_many, using_rng
+from genlm.control.potential._returns import SAMPLER_CHECKS, check_returns
 from genlm.control.potential.base import Potential
 from genlm.control.window import gather_or_cancel
 
@@ -28,9 +29,17 @@ DrawFn = Callable[[dict], Any]
 class TokenSampler(ABC):
     """Base class of token samplers over a target potential.
 
+    A subclass defined outside genlm-control has what its `sample` and `logw_eos`
+    return checked at each call (a `(token, logw, logp)` tuple and a float): a
+    forgotten `return` is a `TypeError` naming the class and method.
+
     Args:
         target: the potential whose `logw_next` the draws are properly weighted for.
     """
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        check_returns(cls, SAMPLER_CHECKS)
 
     def __init__(self, target: Potential):
         if not isinstance(target, Potential):
@@ -163,9 +172,23 @@ def _check_potential(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a Potential, got {type(value).__name__}")
 
 
-def direct_token_sampler(potential: Potential) -> DirectTokenSampler:
-    """A `DirectTokenSampler` over `potential`."""
-    return DirectTokenSampler(potential)
+def direct_token_sampler(potential: Potential, proposal: Potential | None = None) -> DirectTokenSampler:
+    """A `DirectTokenSampler` over `potential` (drawing from `proposal` when given)."""
+    return DirectTokenSampler(potential, proposal=proposal)
 
 
-__all__ = ["TokenSampler", "DirectTokenSampler", "direct_token_sampler"]
+# genlm-control 0.4.1 defined these here; they live in their own modules now and are
+# imported on first access (their modules import this one).
+_MOVED = {"SetTokenSampler": "genlm.control.sampler.set", "AWRS": "genlm.control.sampler.awrs"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["TokenSampler", "DirectTokenSampler", "direct_token_sampler", *_MOVED]

@@ -14,8 +14,10 @@ Contexts are lists of units; `genlm.control.util.flatten_units` recovers the tok
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable
 
+from genlm.control._args import positive_int
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.util import flatten_units
@@ -24,7 +26,17 @@ from genlm.control.weights import NEG_INF
 Boundary = Callable[[list, list], Any]
 
 
-class TokenSetBoundary:
+class BoundaryPredicate(ABC):
+    """Base class of boundary predicates: `(unit_context, subunits) -> bool` says whether
+    `subunits` form a complete unit after the units `unit_context` (0.4.1's base class;
+    any callable of that shape works as a predicate)."""
+
+    @abstractmethod
+    def __call__(self, unit_context: list, subunits: list) -> bool:
+        """Whether `subunits` complete a unit."""
+
+
+class TokenSetBoundary(BoundaryPredicate):
     """A unit ends after any token of `tokens` (e.g. whitespace or newline tokens)."""
 
     def __init__(self, tokens: Iterable[Any]):
@@ -39,13 +51,11 @@ class TokenSetBoundary:
         return f"TokenSetBoundary({sorted(map(repr, self.tokens))})"
 
 
-class FixedLengthBoundary:
+class FixedLengthBoundary(BoundaryPredicate):
     """A unit ends after `length` subunits."""
 
     def __init__(self, length: int):
-        if int(length) != length or length < 1:
-            raise ValueError(f"FixedLengthBoundary length must be an integer ≥ 1, got {length!r}")
-        self.length = int(length)
+        self.length = positive_int("FixedLengthBoundary length", length)
 
     def __call__(self, unit_context: list, subunits: list) -> bool:
         return len(subunits) >= self.length
@@ -54,7 +64,7 @@ class FixedLengthBoundary:
         return f"FixedLengthBoundary({self.length})"
 
 
-class CFGBoundary:
+class CFGBoundary(BoundaryPredicate):
     """A unit ends when its subunits, joined, form a complete sentence of a Boolean
     grammar potential: `cfg.complete(join(subunits)) > -inf`.
 
@@ -108,10 +118,7 @@ class MultiTokenUnitSampler(TokenSampler):
             )
         if not callable(boundary_predicate):
             raise TypeError("boundary_predicate must be callable (unit_context, subunits) -> bool")
-        if int(max_subunits_per_unit) != max_subunits_per_unit or max_subunits_per_unit < 1:
-            raise ValueError(
-                f"max_subunits_per_unit must be an integer ≥ 1, got {max_subunits_per_unit!r}"
-            )
+        positive_int("max_subunits_per_unit", max_subunits_per_unit)
         self.subunit_sampler = subunit_sampler
         self.boundary_predicate = boundary_predicate
         self.max_subunits_per_unit = int(max_subunits_per_unit)
@@ -158,4 +165,4 @@ class MultiTokenUnitSampler(TokenSampler):
         return f"MultiTokenUnitSampler({self.subunit_sampler!r}, {self.boundary_predicate!r})"
 
 
-__all__ = ["CFGBoundary", "FixedLengthBoundary", "MultiTokenUnitSampler", "TokenSetBoundary"]
+__all__ = ["BoundaryPredicate", "CFGBoundary", "FixedLengthBoundary", "MultiTokenUnitSampler", "TokenSetBoundary"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -126,10 +127,19 @@ def build_token_maps(byte_vocab: Sequence[Token], eos_byte_strings: Sequence[byt
 
 
 def temper(logprobs: torch.Tensor, temperature: float) -> torch.Tensor:
-    """`log_softmax(logprobs / T)` along the last axis (the identity at `T = 1`)."""
+    """`log_softmax(logprobs / T)` along the last axis (the identity at `T = 1`).
+
+    Computed in double precision as `log_softmax((l - max l) / T)`, equal in exact
+    arithmetic: the largest entry of a row is 0 before the division, so every row keeps
+    a finite entry for any `T > 0` (down to `T = 5e-324`, which single precision would
+    round to 0); entries whose quotient overflows are `-inf`, i.e. weight zero, as they
+    are to double precision. A tiny `T` is greedy decoding.
+    """
     if temperature == 1.0:
         return logprobs
-    return torch.log_softmax(logprobs.float() / temperature, dim=-1)
+    x = logprobs.double()
+    x = x - x.amax(dim=-1, keepdim=True)
+    return torch.log_softmax(x / temperature, dim=-1)
 
 
 def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps) -> np.ndarray:
@@ -172,4 +182,60 @@ def check_temperature(temperature: Any) -> float:
     return t
 
 
-__all__ = ["TokenMaps", "build_token_maps", "temper", "next_token_rows", "check_temperature"]
+def check_prompt_ids(ids: Any, n: int) -> list[int]:
+    """`ids` as a list of ints in `0..n-1`.
+
+    A tokenizer's `BatchEncoding` (what `apply_chat_template(..., tokenize=True)`
+    returns in transformers 5) gives its `input_ids`, a batch of one row gives that row.
+
+    Raises:
+        TypeError: not a sequence of integers (a str, say, or a float id).
+        ValueError: an id outside the vocabulary.
+    """
+    if isinstance(ids, Mapping):
+        if "input_ids" not in ids:
+            raise TypeError("prompt_ids must be a list of token ids (ints), got a mapping without 'input_ids'")
+        ids = ids["input_ids"]
+    if getattr(ids, "ndim", 1) == 2 or (isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], list)):
+        if len(ids) != 1:
+            raise TypeError(f"prompt_ids must be one list of token ids, got a batch of {len(ids)}")
+        ids = ids[0]
+    if isinstance(ids, (str, bytes, bytearray)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"prompt_ids must be a list of token ids (ints), got {type(ids).__name__}")
+    out = []
+    for k, i in enumerate(ids):
+        if isinstance(i, bool):
+            raise TypeError(f"prompt_ids must be a list of token ids (ints), got {i!r} at position {k}")
+        try:
+            out.append(operator.index(i))
+        except TypeError:
+            raise TypeError(
+                f"prompt_ids must be a list of token ids (ints), got {i!r} at position {k}"
+            ) from None
+    bad = next((i for i in out if not 0 <= i < n), None)
+    if bad is not None:
+        raise ValueError(f"prompt token id {bad} is outside the vocabulary (0..{n - 1})")
+    return out
+
+
+def check_text(text: Any, what: str = "prompt") -> str:
+    """`text`, checked to be a str that UTF-8 can encode.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: a lone surrogate (not valid Unicode text), naming its position.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{what} has a lone surrogate {text[exc.start]!r} at position {exc.start}: "
+                "it is not valid Unicode text (decode bytes with errors='replace' to avoid it)"
+            ) from None
+    return text
+
+
+__all__ = ["TokenMaps", "check_prompt_ids", "check_text", "build_token_maps", "temper", "next_token_rows", "check_temperature"]

@@ -23,7 +23,9 @@ from genlm.control.potential.built_in._llm_loading import (
 from genlm.control.potential.built_in._token_maps import (
     TokenMaps,
     build_token_maps,
+    check_prompt_ids,
     check_temperature,
+    check_text,
     next_token_rows,
     temper,
 )
@@ -52,7 +54,8 @@ class PromptedLLM(Potential):
         prompt_ids: the prompt's token ids.
         eos_byte_strings: the byte strings (or `Token`s) that end a sequence;
             default the tokenizer's EOS token.
-        temperature: `T > 0`.
+        temperature: any finite `T > 0`; a tiny `T` (down to `5e-324`) is greedy
+            decoding with finite weights (see `_token_maps.temper`).
         lora_name: the LoRA adapter to query, per request (backends that support LoRA).
         token_maps: `TokenMaps` to share (from a `PromptedLLM` over the same model and EOS).
         eos_tokens: deprecated alias of `eos_byte_strings`.
@@ -110,8 +113,11 @@ class PromptedLLM(Potential):
                 genlm-backend's `load_model_by_name` spells it.
 
         Raises:
+            TypeError: `name` is not a str (None, say).
             ValueError: unknown backend, bad temperature, EOS not in the vocabulary.
-            OSError: a model that cannot be found locally.
+            ModelNotAvailableError (an OSError and a ValueError): a model that is not
+                found locally and cannot be downloaded (offline, or no network); it is
+                raised at once, before transformers is called.
             ImportError: vLLM without CUDA or without the vllm package.
         """
         eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens, stacklevel=3)
@@ -136,12 +142,7 @@ class PromptedLLM(Potential):
 
     @prompt_ids.setter
     def prompt_ids(self, ids: Sequence[int]) -> None:
-        ids = [int(i) for i in ids]
-        n = len(self.token_maps.decode)
-        bad = next((i for i in ids if not 0 <= i < n), None)
-        if bad is not None:
-            raise ValueError(f"prompt token id {bad} is outside the vocabulary (0..{n - 1})")
-        self._prompt_ids = ids
+        self._prompt_ids = check_prompt_ids(ids, len(self.token_maps.decode))
 
     @property
     def _start(self) -> tuple:
@@ -154,15 +155,18 @@ class PromptedLLM(Potential):
         return self.decode_tokens(self._prompt_ids)
 
     def set_prompt_from_str(self, prompt_str: str) -> None:
-        """Set the prompt to the tokenizer's encoding of `prompt_str` (with its special tokens)."""
-        if not isinstance(prompt_str, str):
-            raise TypeError(f"prompt must be a str, got {type(prompt_str).__name__}")
-        self.prompt_ids = self.model.tokenizer.encode(prompt_str)
+        """Set the prompt to the tokenizer's encoding of `prompt_str` (with its special tokens).
+
+        Raises:
+            TypeError: not a str; ValueError: a lone surrogate (not valid Unicode).
+        """
+        self.prompt_ids = self.model.tokenizer.encode(check_text(prompt_str, "prompt"))
 
     # Tokens -----------------------------------------------------------------
 
     def tokenize(self, text: str) -> list[Token]:
         """The tokens of `text` (no special tokens added)."""
+        text = check_text(text, "text")
         return self.decode_tokens(self.model.tokenizer.encode(text, add_special_tokens=False))
 
     def encode_tokens(self, tokens: Sequence[Any]) -> list[int]:
@@ -383,4 +387,7 @@ def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 3):
     return eos_tokens
 
 
-__all__ = ["PromptedLLM", "TokenMaps", "build_token_maps", "load_model", "BACKENDS"]
+#: genlm-control 0.4.1's name of `load_model`: a genlm-backend `AsyncLM` by model name.
+load_model_by_name = load_model
+
+__all__ = ["PromptedLLM", "TokenMaps", "build_token_maps", "load_model", "load_model_by_name", "BACKENDS"]
