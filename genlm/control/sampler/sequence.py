@@ -7,10 +7,9 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
-from genlm.grammar import Float
 
 from genlm.control.constant import EndOfSequence
 from genlm.control.potential.base import Potential
@@ -21,6 +20,9 @@ from genlm.control.sampler.token import TokenSampler
 from genlm.control.typing import Sequence as SequenceType
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF, fold_nan, logsumexp
+
+if TYPE_CHECKING:
+    from genlm.grammar import Float
 
 
 class SMC:
@@ -197,6 +199,9 @@ class Sequences:
     def posterior(self) -> Float.chart:
         """Normalized weights summed over identical sequences (keyed by the token tuple,
         EOS included; units are flattened), largest first."""
+        # imported on use: importing genlm.grammar takes seconds, inside a run's first step
+        from genlm.grammar import Float
+
         chart = Float.chart()
         for ctx, w in zip(self.contexts, self.normalized_weights):
             if w > 0:
@@ -207,6 +212,8 @@ class Sequences:
     def decoded_posterior(self) -> Float.chart:
         """Posterior over the text of the finished sequences: those ending in EOS whose
         tokens decode (bytes as UTF-8, or strings); weights renormalized over them."""
+        from genlm.grammar import Float
+
         chart = Float.chart()
         for ctx, w in zip(self.contexts, self.normalized_weights):
             tokens = flatten_units(ctx)
