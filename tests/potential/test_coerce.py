@@ -9,8 +9,9 @@ from genlm.backend.tokenization import Token
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from genlm.control import EOS, Potential
+from genlm.control import AWRS, EOS, Potential
 from genlm.control.potential import Coerced
+from genlm.control.potential.coerce import _WARNED
 from genlm.control.testing import check_potential
 
 TOKENS = [b"a", b"ab", b"b", b"ba", b"c", b""]
@@ -216,3 +217,22 @@ async def test_a_vectorised_potential_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         await items.coerce(TOKENS, f=b"".join).logw_next([])
+
+
+async def test_awrs_never_walks_a_prefix_only_condition_and_its_eos_weight_is_the_products():
+    class Unwalked(PrefixOnly):
+        pass
+
+    lm = random_tabular(WALK_TOKENS[:6], np.random.default_rng(3), max_len=3, p_zero=0.0)
+    condition = Unwalked().coerce(WALK_TOKENS[:6], f=b"".join)
+    product = lm * Unwalked().coerce(WALK_TOKENS[:6], f=b"".join)
+    sampler = AWRS(lm, condition, seed=0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Unwalked has no")  # the product's walk
+        for ctx in [[], [b"a"], [b"ab", b"ba"], [b"abc"]]:
+            want = (await product.logw_next(ctx))[EOS]
+            assert await sampler.logw_eos(ctx) == pytest.approx(want, abs=1e-12)
+        _WARNED.discard(Unwalked)
+        warnings.filterwarnings("error", message=".*Unwalked has no")
+        seqs = await sampler.smc(n_particles=4, ess_threshold=0.5, max_tokens=3, seed=1)
+    assert len(seqs.contexts) == 4
