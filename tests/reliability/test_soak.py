@@ -59,14 +59,17 @@ async def test_memory_is_flat_over_consecutive_runs_at_default_settings(soak):
 
 
 @pytest.mark.slow
-async def test_memory_is_flat_over_1000_runs_and_50_gathered_batches(soak):
+async def test_memory_is_flat_over_1000_runs_and_gathered_batches(soak):
     warm = await warm_up(soak, 1000)
     before, cached = rss_bytes(), bounded_bytes(_check_caches(soak))
     await timed_runs(soak, range(warm, warm + 1000))
     after, cached_after = rss_bytes(), bounded_bytes(_check_caches(soak))
     _assert_flat(before, after, cached, cached_after)
-    before, cached = after, cached_after
-    for b in range(50):
+    # Gathered batches (32 sequences per forward) settle on a higher plateau of their
+    # own after ~120 batches (benchmarks/soak.py): warm up 150, then measure 50.
+    for b in range(200):
+        if b == 150:
+            before, cached = rss_bytes(), bounded_bytes(_check_caches(soak))
         results = await soak.gathered(range(10_000 + 8 * b, 10_008 + 8 * b))
         assert len(results) == 8
     after, cached_after = rss_bytes(), bounded_bytes(_check_caches(soak))
