@@ -150,3 +150,14 @@ def test_the_interpreter_exits_with_a_worker_stuck_in_a_call(tmp_path):
     assert done.returncode == 0, done.stderr
     pids = [int(p) for p in done.stdout.split()]
     assert len(pids) == 2 and all(_gone(pid) for pid in pids)
+
+
+async def test_a_failing_chunk_leaves_the_other_workers_running():
+    mp = Faulty("raise").to_multiprocess(num_workers=3)
+    try:
+        pids = mp.worker_pids()
+        with pytest.raises(ValueError, match="prefix refuses"):
+            await mp.batch_prefix([[b"a"], [b"b"], [b"a", b"b"]])
+        assert mp.worker_pids() == pids
+    finally:
+        mp.cleanup()

@@ -14,7 +14,6 @@ import numpy as np
 from genlm.control.potential._worker import TERMINATE_TIMEOUT, Worker, WorkerDied, worker_error
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
-from genlm.control.window import gather_or_cancel
 
 _LIVE: "weakref.WeakSet[MultiProcPotential]" = weakref.WeakSet()
 
@@ -152,8 +151,20 @@ class MultiProcPotential(Potential):
     async def _run(self, method: str, contexts: list) -> list:
         size = max(1, -(-len(contexts) // self.num_workers))
         chunks = [[list(c) for c in contexts[i : i + size]] for i in range(0, len(contexts), size)]
-        parts = await gather_or_cancel(*(self._ask(method, chunk) for chunk in chunks))
-        return [row for part in parts for row in part]
+        tasks = [asyncio.ensure_future(self._ask(method, chunk)) for chunk in chunks]
+        try:
+            # a chunk that fails does not cancel the others: that would kill their workers
+            await asyncio.wait(tasks)
+        except BaseException:  # the caller was cancelled: so is every chunk
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        errors = [task.exception() for task in tasks]  # retrieves every one
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
+        return [row for task in tasks for row in task.result()]
 
     def worker_pids(self) -> list[int]:
         """Process ids of the workers started and not stopped."""
