@@ -4,8 +4,9 @@ worker's own error or a clear one naming the problem."""
 
 import pickle
 
+import psutil
 import pytest
-from worker_toys import BrokenSpawn, FailsToLoad, Faulty, NoSpawn, Unpicklable
+from worker_toys import BrokenSpawn, FailsToLoad, Faulty, HangsInSpawn, NoSpawn, Unpicklable
 
 from genlm.control.potential import MultiProcPotential
 from genlm.control.potential.multi_proc import WorkerDied
@@ -63,3 +64,12 @@ def test_multiproc_cannot_be_pickled():
             pickle.dumps(mp)
     finally:
         mp.cleanup()
+
+
+def test_multiproc_start_timeout():
+    children = set(psutil.Process().children())
+    with pytest.raises(TimeoutError, match=r"worker process \d+ of MultiProcPotential.* did not start within 0.5 s"):
+        MultiProcPotential(HangsInSpawn().spawn, num_workers=2, start_timeout=0.5)
+    new = set(psutil.Process().children()) - children
+    workers = [p for p in new if "spawn_main" in " ".join(p.cmdline())]  # not the resource tracker
+    assert workers == []

@@ -68,3 +68,10 @@ class FailsToLoad(Faulty):
 
     def spawn(self):
         return self
+
+
+class HangsInSpawn(Faulty):
+    """A spawn() that never returns."""
+
+    def spawn(self):
+        time.sleep(10**6)
