@@ -99,7 +99,11 @@ class MultiProcPotential(Potential):
             self._idle.append(slot)
         slot = self._idle.pop()
         self._check_open()
-        worker = slot if slot is not None else Worker(self._payload, repr(self))
+        try:
+            worker = slot if slot is not None else Worker(self._payload, repr(self))
+        except BaseException:  # e.g. no process could be started: keep the slot
+            self._release(None)
+            raise
         self._busy.add(worker)
         try:
             if not worker.ready:
