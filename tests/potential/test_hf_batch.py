@@ -13,8 +13,12 @@ from genlm.backend.llm import AsyncTransformer  # noqa: E402
 from genlm.control import PromptedLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
 from genlm.control.potential.built_in._hf_batch import (  # noqa: E402
+    DEFAULT_CACHE_BYTES,
+    MIN_DEFAULT_CACHE_BYTES,
     CachedTransformer,
+    default_cache_bytes,
     extension_groups,
+    parameter_bytes,
 )
 from genlm.control.potential.built_in._kv_cache import PrefixCache  # noqa: E402
 
@@ -216,3 +220,40 @@ async def test_batch_size_splits_forwards(hf):
     keys = [tuple(hf[1].encode("Five")) + (t,) for t in range(5)]
     assert_rows(lm, keys, await lm.batch_next_token_logprobs(keys))
     assert lm.forwards == 3
+
+
+def _sized(n_params: int, dtype=torch.float32) -> torch.nn.Module:
+    model = torch.nn.Module()
+    model.weight = torch.nn.Parameter(torch.empty(n_params, dtype=dtype, device="meta"), requires_grad=False)
+    return model
+
+
+@pytest.mark.parametrize(
+    "n_params, dtype, expected",
+    [
+        (1_000_000, torch.float32, MIN_DEFAULT_CACHE_BYTES),  # ¼ of 4 MB: the floor
+        (200_000_000, torch.float32, 200_000_000),  # ¼ of 800 MB
+        (100_000_000, torch.float16, 50_000_000),  # ¼ of 200 MB
+        (8_000_000_000, torch.float16, DEFAULT_CACHE_BYTES),  # ¼ of 16 GB: the 1 GiB ceiling
+    ],
+)
+def test_the_default_cache_budget_is_a_quarter_of_the_weights_clipped(n_params, dtype, expected):
+    assert parameter_bytes(_sized(n_params, dtype)) == n_params * (4 if dtype == torch.float32 else 2)
+    assert default_cache_bytes(_sized(n_params, dtype)) == expected
+
+
+def test_the_embedded_model_gets_the_floor_unless_told_otherwise(hf):
+    assert parameter_bytes(hf[0]) < 4 * MIN_DEFAULT_CACHE_BYTES
+    assert fresh(hf).cache_bytes == MIN_DEFAULT_CACHE_BYTES
+    assert fresh(hf).prefix_cache().max_bytes == MIN_DEFAULT_CACHE_BYTES
+    assert fresh(hf, cache_bytes=1 << 30).cache_bytes == 1 << 30
+
+
+def test_on_cuda_the_default_takes_at_most_a_quarter_of_the_free_memory(monkeypatch):
+    model = _sized(1_000_000_000)  # ¼ of 4 GB: 1 GB
+    model.device = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (400_000_000, 80_000_000_000))
+    assert default_cache_bytes(model) == 100_000_000
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (40_000_000_000, 80_000_000_000))
+    assert default_cache_bytes(model) == 1_000_000_000

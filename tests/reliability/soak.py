@@ -1,6 +1,7 @@
 """The soak workload shared by tests/reliability/test_soak.py and benchmarks/soak.py:
-SMC on the embedded model under a regex constraint, run after run, with resident
-memory and every bounded cache inspected along the way."""
+SMC on the embedded model under a regex constraint, run after run, with default
+settings (no cache is resized), resident memory and every bounded cache inspected
+along the way."""
 
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 PATTERN = r" [a-z]{1,8}( [a-z]{1,8}){0,3}\."
 RUN = dict(n_particles=4, ess_threshold=0.5, max_tokens=6)
-KV_CACHE_BYTES = 32 << 20  # the soak bounds the model's cache so that it fills during warm-up
-ENGINE_CACHE_SIZE = 256  # likewise the constraint engine's matcher cache
 
 
 @dataclass
@@ -39,16 +38,8 @@ def workload() -> Workload:
     from genlm.control.embedded import EMBEDDED_MODEL
 
     llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
-    if hasattr(llm.model, "cache_bytes"):
-        llm.model.cache_bytes = KV_CACHE_BYTES
     llm.set_prompt_from_str("Here is a sentence:")
     fsa = BoolFSA.from_regex(PATTERN).coerce(llm, f=b"".join)
-    guided = getattr(fsa, "guided", None)
-    if guided is not None:
-        # Engine matchers hold native memory the cache counts by entries, not bytes:
-        # bound it low enough to fill during warm-up, as the model's cache is.
-        guided.cache_size = ENGINE_CACHE_SIZE
-        guided.clear_cache()
     return Workload(llm, AWRS(llm, fsa))
 
 
@@ -103,6 +94,33 @@ def _trie_nodes(node) -> int:
         count += 1
         stack.extend(getattr(n, "children", {}).values())
     return count
+
+
+def all_caches(w: Workload) -> list[CacheSize]:
+    """Every cache of the workload (the model's reached through both the LLM and the sampler)."""
+    return cache_sizes(w.sampler) + cache_sizes(w.llm)
+
+
+def filling(sizes: list[CacheSize], fraction: float = 0.9) -> list[CacheSize]:
+    """The bounded caches holding less than `fraction` of their bound (still filling)."""
+    return [c for c in sizes if c.bound and c.size < fraction * c.bound]
+
+
+async def warm_up(w: Workload, max_runs: int, fraction: float = 0.9) -> int:
+    """Run until every bounded cache the workload fills holds `fraction` of its bound
+    (a cache that stops growing for 50 runs counts as full), or `max_runs` runs;
+    returns the number of runs made."""
+    last, still = {}, 0
+    for run in range(max_runs):
+        await w.run(run)
+        sizes = {c.where: c.size for c in filling(all_caches(w), fraction)}
+        if not sizes:
+            return run + 1
+        still = still + 1 if sizes == last else 0
+        if still >= 50:
+            return run + 1
+        last = sizes
+    return max_runs
 
 
 def bounded_bytes(sizes: list[CacheSize]) -> int:

@@ -22,7 +22,7 @@ from reliability_toys import (
     same,
 )
 
-from genlm.control import AWRS, SMC
+from genlm.control import AWRS, SMC, Potential
 from genlm.control.sampler.token import DirectTokenSampler
 
 RUN = dict(n_particles=5, ess_threshold=0.6, max_tokens=6, seed=11)
@@ -245,3 +245,44 @@ async def test_a_fault_inside_a_coerced_batch_leaves_no_task(late):
     inner.disarm()
     again = await coerced.batch_logw_next(contexts)
     assert all(np.array_equal(a.weights, b.weights) for a, b in zip(clean, again))
+
+
+class _NoDigits(Potential):
+    """Byte strings without an ASCII digit, with only prefix/complete (the shape of
+    the slow case: one coerced logw_next over the embedded model's 4096 tokens asks
+    ~1.7M prefixes); counts prefix calls and cancels `task` at call `at`."""
+
+    def __init__(self):
+        super().__init__(list(range(256)))
+        self.calls, self.at, self.task = 0, None, None
+
+    async def prefix(self, context):
+        self.calls += 1
+        if self.calls == self.at:
+            self.task.cancel()
+        return -math.inf if any(48 <= c <= 57 for c in context) else 0.0
+
+    async def complete(self, context):
+        return await self.prefix(context)
+
+
+@pytest.mark.filterwarnings("ignore:.*no vectorised logw_next")
+async def test_cancelling_smc_over_a_coerced_prefix_only_potential_lands_within_one_pacing_interval():
+    from genlm.control import PromptedLLM, direct_token_sampler
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+    llm.set_prompt_from_str("Hello")
+    inner = _NoDigits()
+    sampler = direct_token_sampler(llm * inner.coerce(llm, f=b"".join))
+    task = asyncio.ensure_future(sampler.smc(n_particles=4, ess_threshold=0.5, max_tokens=5, seed=0))
+    inner.at, inner.task = 20_000, task
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+    # Each particle's walk yields at least every 256 prefix calls, and the cancel
+    # descends one level of gathered tasks (run, step, particle, product) per pass of
+    # the event loop: at most 4 passes of 4 walks. Without pacing, each walk would
+    # finish its ~1.7M calls first.
+    assert 0 <= inner.calls - 20_000 <= 4 * 4 * 256
+    assert_quiescent()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -15,6 +18,45 @@ from genlm.control.window import gather_or_cancel
 def is_join(f: Callable) -> bool:
     """Whether `f` is `b"".join` or `"".join`, which distribute over concatenation."""
     return getattr(f, "__name__", None) == "join" and getattr(f, "__self__", None) in (b"", "")
+
+
+def unbatched(potential: Potential) -> Potential:
+    """The potential under its autobatched view (itself when it has none)."""
+    from genlm.control.potential.autobatch import AutoBatchedPotential
+
+    return potential.potential if isinstance(potential, AutoBatchedPotential) else potential
+
+
+def has_vectorised_logw_next(potential: Potential) -> bool:
+    """Whether `potential` computes `logw_next` other than from one `prefix` call per
+    token (the base class's definition): it overrides `logw_next`, `batch_logw_next`
+    or `sparse_logw_next`, or it carries states."""
+    p = unbatched(potential)
+    cls = type(p)
+    return p.stateful or any(
+        getattr(cls, name) is not getattr(Potential, name)
+        for name in ("logw_next", "batch_logw_next", "sparse_logw_next")
+    )
+
+
+_WARNED: set[type] = set()
+
+
+def warn_unvectorised(potential: Potential, n_nodes: int) -> None:
+    """Warn once per class that a coerced walk over `potential` calls `prefix` per
+    (trie node, symbol)."""
+    cls = type(unbatched(potential))
+    if cls in _WARNED:
+        return
+    _WARNED.add(cls)
+    warnings.warn(
+        f"{cls.__name__} has no vectorised logw_next, so the coerced logw_next calls its "
+        f"prefix once per symbol at each live node of a {n_nodes}-node token trie; "
+        "use it as an AWRS condition, which checks only drawn tokens (see "
+        "docs/potentials.md, 'Constraints without a vectorised logw_next')",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def stateful_potential(potential: Potential) -> Potential | None:
@@ -158,7 +200,11 @@ class Coerced(Potential):
         if not self.homomorphic:
             return await super().logw_next(context)
         trie = self.trie
-        nodes = _NodeRows(self.potential, self._map(context), trie)
+        if has_vectorised_logw_next(self.potential):
+            nodes = _NodeRows(self.potential, self._map(context), trie)
+        else:
+            warn_unvectorised(self.potential, trie.n_nodes)
+            nodes = _PrefixRows(self.potential, self._map(context), trie, self._symbol_index)
         cum = np.full(trie.n_nodes, NEG_INF)
         cum[0] = 0.0
         root = await nodes.root()
@@ -228,4 +274,85 @@ class _NodeRows:
         return [w.weights for w in got]
 
 
-__all__ = ["Coerced", "SymbolTrie", "is_join", "stateful_potential"]
+class _Pacer:
+    """Yields to the event loop after `every` calls or `interval` seconds of work,
+    whichever comes first, so that a long synchronous walk stays cancellable."""
+
+    def __init__(self, every: int = 256, interval: float = 0.005):
+        self.every, self.interval = every, interval
+        self.count, self.since = 0, time.perf_counter()
+
+    async def tick(self, n: int = 1) -> None:
+        self.count += n
+        if self.count >= self.every or time.perf_counter() - self.since >= self.interval:
+            await asyncio.sleep(0)
+            self.count, self.since = 0, time.perf_counter()
+
+
+class _PrefixRows:
+    """`logw_next` rows at trie nodes for a potential with only `prefix`/`complete`,
+    as the base class defines them, without re-asking what the walk already knows:
+    with `P(c) = prefix(c)` and `ctx(n) = base + path(n)`,
+
+        row(n)[x] = P(ctx(n) + [x]) - P(ctx(n)),  row(n)[EOS] = complete(ctx(n)) - P(ctx(n)),
+
+    where `P(ctx(n))` is read off the parent's extensions (one call at the root).
+    Calls go through `batch_prefix` in chunks when the potential overrides it, else
+    one `prefix` at a time; either way the walk yields to the event loop every few
+    milliseconds (`_Pacer`), so cancelling it lands promptly.
+    """
+
+    CHUNK = 256
+
+    def __init__(self, potential: Potential, base: list, trie: SymbolTrie, symbol_index: np.ndarray):
+        self.potential, self.base, self.trie = unbatched(potential), base, trie
+        self.symbol_index = symbol_index
+        self.vocab = self.potential.tables.vocab
+        self.batched = type(self.potential).batch_prefix is not Potential.batch_prefix
+        self.paths: dict[int, list] = {0: []}
+        self.ext: dict[int, np.ndarray] = {}  # node -> P(ctx(node) + [x]) over the vocabulary
+        self.pacer = _Pacer()
+
+    async def root(self) -> np.ndarray:
+        (logp,) = await self._prefixes([self.base])
+        if logp == NEG_INF:
+            raise ValueError(f"context {self.base!r} has weight zero under {self.potential!r}")
+        return (await self._rows([0], [logp]))[0]
+
+    async def rows(self, need: list[int]) -> list[np.ndarray]:
+        """Rows at `need`, nodes whose parents were visited before."""
+        trie = self.trie
+        parents = [int(trie.parent[p]) for p in need]
+        logps = []
+        for p, parent in zip(need, parents):
+            self.paths[p] = self.paths[parent] + [trie.symbol[p]]
+            logps.append(float(self.ext[parent][self.symbol_index[p]]))
+        for parent in set(parents):  # each level's parents are asked for once
+            del self.ext[parent]
+        return await self._rows(need, logps)
+
+    async def _rows(self, need: list[int], logps: list[float]) -> list[np.ndarray]:
+        out = []
+        for p, logp in zip(need, logps):
+            ctx = self.base + self.paths[p]
+            ext = await self._prefixes([ctx + [x] for x in self.vocab])
+            self.ext[p] = ext
+            complete = await self.potential.complete(ctx)
+            out.append(np.append(ext, complete) - logp)
+        return out
+
+    async def _prefixes(self, contexts: list) -> np.ndarray:
+        out = np.empty(len(contexts), dtype=np.float64)
+        potential, pacer = self.potential, self.pacer
+        if self.batched:
+            for i in range(0, len(contexts), self.CHUNK):
+                out[i : i + self.CHUNK] = await potential.batch_prefix(contexts[i : i + self.CHUNK])
+                await pacer.tick(self.CHUNK)
+            return out
+        for i, c in enumerate(contexts):
+            out[i] = await potential.prefix(c)
+            await pacer.tick()
+        return out
+
+
+__all__ = ["Coerced", "SymbolTrie", "has_vectorised_logw_next", "is_join", "stateful_potential"]

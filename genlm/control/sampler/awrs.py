@@ -155,6 +155,17 @@ class AWRS(TokenSampler):
     vector_walk = 64  # blocks at least this long are walked in numpy
     race_after = 16  # rejects after which a Generator-driven search finishes by `_Walk.race`
 
+    async def logw_eos(self, context: list) -> float:
+        """`target.logw_next(ctx)[EOS]` without the condition's whole row (a coerced
+        condition with only `prefix`/`complete` would walk every token for it):
+        `potential.logw_next(ctx)[EOS] + condition.complete(ctx) - condition.prefix(ctx)`."""
+        row, complete, prefix = await gather_or_cancel(
+            self.potential.logw_next(context), self.condition.complete(context), self.condition.prefix(context)
+        )
+        if prefix == NEG_INF:
+            raise ValueError(f"context {context!r} has weight zero under {self.condition!r}")
+        return row[self.potential.eos] + complete - prefix
+
     async def _allowed(self, context: list, token: Any) -> bool:
         if token == self.potential.eos:
             return await self.condition.complete(context) > NEG_INF

@@ -6,10 +6,9 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
-from genlm.grammar import Float
 
 from genlm.control._args import positive_int
 from genlm.control.constant import EndOfSequence
@@ -22,6 +21,9 @@ from genlm.control.sampler.token import TokenSampler
 from genlm.control.typing import Sequence as SequenceType
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF, fold_nan, logsumexp
+
+if TYPE_CHECKING:
+    from genlm.grammar import Float
 
 
 class SMC:
@@ -203,6 +205,9 @@ class Sequences:
         """Normalized weights summed over identical sequences (keyed by the token tuple,
         EOS included; units are flattened), largest first. Sequences of weight zero
         stay in the chart with value 0.0, as in genlm-control 0.4.1."""
+        # imported on use: importing genlm.grammar takes seconds, inside a run's first step
+        from genlm.grammar import Float
+
         chart = Float.chart()
         for ctx, w in zip(self.contexts, self.normalized_weights):
             chart[tuple(flatten_units(ctx))] += float(w)
@@ -213,6 +218,8 @@ class Sequences:
         """Posterior over the text of the finished sequences: those ending in EOS whose
         tokens decode (bytes as UTF-8, or strings); weights renormalized over them.
         Texts of weight zero stay in the chart with value 0.0, as in genlm-control 0.4.1."""
+        from genlm.grammar import Float
+
         chart = Float.chart()
         for ctx, w in zip(self.contexts, self.normalized_weights):
             tokens = flatten_units(ctx)

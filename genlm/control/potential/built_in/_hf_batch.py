@@ -29,7 +29,36 @@ from transformers import DynamicCache
 from genlm.control.potential.built_in._kv_cache import KV, Block, PrefixCache, tensor_bytes
 from genlm.control.window import Window
 
-DEFAULT_CACHE_BYTES = 1 << 30
+#: Bounds on the default `cache_bytes` (see `default_cache_bytes`).
+MIN_DEFAULT_CACHE_BYTES = 32 << 20
+DEFAULT_CACHE_BYTES = 1 << 30  # the largest default
+PARAM_FRACTION = 0.25
+FREE_DEVICE_FRACTION = 0.25
+
+
+def parameter_bytes(model: Any) -> int:
+    """Bytes of a torch module's parameters and buffers."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def default_cache_bytes(model: Any) -> int:
+    """The default byte budget of a model's key/value cache:
+
+        clip(PARAM_FRACTION * parameter_bytes(model), MIN_DEFAULT_CACHE_BYTES, DEFAULT_CACHE_BYTES)
+
+    and, when the model sits on a CUDA device, at most `FREE_DEVICE_FRACTION` of
+    that device's free memory (the states live beside the model). So the cache of a
+    small model costs a small, fixed slice of memory, and that of a large one at most
+    a quarter of its weights and 1 GiB.
+    """
+    budget = int(PARAM_FRACTION * parameter_bytes(model))
+    budget = min(max(budget, MIN_DEFAULT_CACHE_BYTES), DEFAULT_CACHE_BYTES)
+    device = getattr(model, "device", None)
+    if getattr(device, "type", None) == "cuda" and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(device)
+        budget = min(budget, int(FREE_DEVICE_FRACTION * free))
+    return budget
 
 
 class Group(NamedTuple):
@@ -147,7 +176,8 @@ class CachedTransformer(AsyncTransformer):
         hf_model: a transformers causal LM.
         hf_tokenizer: its tokenizer.
         batch_size: most sequences per forward (None: all of a batch in one forward).
-        cache_bytes: bound on the bytes of cached key/value states and rows, per adapter.
+        cache_bytes: bound on the bytes of cached key/value states and rows, per
+            adapter (None: `default_cache_bytes(hf_model)`).
     """
 
     def __init__(
@@ -155,7 +185,7 @@ class CachedTransformer(AsyncTransformer):
         hf_model,
         hf_tokenizer,
         batch_size: int | None = None,
-        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        cache_bytes: int | None = None,
         timeout: float | None = None,
     ):
         # `timeout` is genlm-backend's batching timer; batches here close at the end
@@ -163,6 +193,8 @@ class CachedTransformer(AsyncTransformer):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
         super().__init__(hf_model, hf_tokenizer, batch_size=batch_size or (1 << 62), timeout=0.0)
+        if cache_bytes is None:
+            cache_bytes = default_cache_bytes(hf_model)
         PrefixCache(cache_bytes)  # validates
         self.cache_bytes = cache_bytes
         self._prefix_caches: dict[str | None, PrefixCache] = {}
@@ -329,4 +361,4 @@ def _keys(token_ids_list) -> list[tuple]:
     return keys
 
 
-__all__ = ["CachedTransformer", "DEFAULT_CACHE_BYTES", "extension_groups"]
+__all__ = ["CachedTransformer", "DEFAULT_CACHE_BYTES", "default_cache_bytes", "extension_groups"]
