@@ -118,7 +118,7 @@ def spanning(n: int, seed: int):
 @pytest.mark.parametrize("path", PATHS)
 async def test_masses_down_to_1e_300_are_properly_weighted(path):
     """Allowed mass ~1e-200 of the proposal: every mass is summed, never subtracted to 0."""
-    p, row = spanning(7, 1)
+    p, row = spanning(5, 1)
     sampler = on_path(path, p, p.vocab, row)
     got = await enumerate_sampler(sampler, [])
     want = await expected_logws(sampler, [])
@@ -129,19 +129,19 @@ async def test_masses_down_to_1e_300_are_properly_weighted(path):
             assert got.get(k, NEG_INF) == NEG_INF
     with np.errstate(invalid="raise"):
         for seed in range(20):
-            s = on_path(path, p, p.vocab, row, seed=seed)
+            s = on_path(path, p, p.vocab, row, seed=seed, autobatch=False)
             token, logw, _ = await s.sample([])
             assert math.isfinite(logw) and want[token] > NEG_INF
 
 
 async def test_a_long_search_at_tiny_masses_stays_finite_and_unbiased():
-    """300 tokens from 1e-300 to 1, the allowed ones below 1e-200: seeded mean weight
+    """120 tokens from 1e-300 to 1, the allowed ones below 1e-200: seeded mean weight
     relative to the exact target, within 4σ."""
-    p, row = spanning(300, 2)
-    sampler = on_path("search", p, p.vocab, row, seed=3)
+    p, row = spanning(120, 2)
+    sampler = on_path("search", p, p.vocab, row, seed=3, autobatch=False)
     want = await expected_logws(sampler, [])
     top = max(want.values())
-    ws = np.array([math.exp((await sampler.sample([]))[1] - top) for _ in range(400)])
+    ws = np.array([math.exp((await sampler.sample([]))[1] - top) for _ in range(300)])
     total = sum(math.exp(v - top) for v in want.values())
     assert np.all(np.isfinite(ws)) and np.all(ws > 0)
     assert abs(ws.mean() - total) < 4 * ws.std() / math.sqrt(len(ws)) + 1e-12
