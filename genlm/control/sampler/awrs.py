@@ -234,6 +234,17 @@ class AWRS(TokenSampler):
             draws = await draw_many([make(row) for row in np.where(allowed, q, NEG_INF)], rngs, targets=targets)
         return [(d.token, d.logw, d.logp) for d in draws]
 
+    async def logw_eos(self, context: list) -> float:
+        """`target.logw_next(ctx)[EOS]` without the condition's whole row:
+        `potential.logw_next(ctx)[EOS] + condition.complete(ctx) - condition.prefix(ctx)`."""
+        context = list(context)
+        w, done, live = await gather_or_cancel(
+            self.potential.logw_next(context), self.condition.complete(context), self.condition.prefix(context)
+        )
+        if done == NEG_INF:
+            return NEG_INF
+        return float(fold_nan(np.array([w[self.potential.eos]]))[0]) + done - live
+
     # Checks --------------------------------------------------------------------
 
     async def _allowed(self, context: list, token: Any) -> bool:
