@@ -170,3 +170,13 @@ def _first_of(seed: int):
         return keys[int(rng.integers(len(keys)))]
 
     return draw
+
+
+async def test_smc_with_a_cheap_condition_repeats_the_direct_sampler_run():
+    vocab = LETTERS[:5]
+    p, cond = lm(vocab, 2), CheapTable(vocab, random_masks(5, 2, 0.7))
+    args = dict(n_particles=6, ess_threshold=0.5, max_tokens=5, seed=1)
+    a = await AWRS(p, cond).smc(**args)
+    b = await DirectTokenSampler(p * cond).smc(**args)
+    assert a.contexts == b.contexts
+    assert np.allclose(a.log_weights, b.log_weights, rtol=1e-12)
