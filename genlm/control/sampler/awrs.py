@@ -154,7 +154,10 @@ class AWRS(TokenSampler):
             warnings.simplefilter("ignore")
             super().__init__(Product(self.potential, self.condition))
 
-    enumerate_at = 16  # supports this small are checked whole (one batched call), exactly
+    # Supports of at most this many tokens are checked whole, in one batched call, and
+    # drawn exactly: a search checks at least `max_accepts` tokens one await at a time,
+    # and where the allowed mass is small it checks most of the support anyway.
+    enumerate_at = 16
     block_size = 8  # draws checked together when the condition has `allowed_next`
     max_block = 4096  # the longest block
     vector_walk = 64  # blocks at least this long are walked in numpy
