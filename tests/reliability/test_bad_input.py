@@ -80,7 +80,7 @@ ROWS = [
     ("proposal-not-potential", lambda: DirectTokenSampler(ab_lm(), 3), TypeError, "proposal must be"),
     ("proposal-vocab-mismatch", lambda: DirectTokenSampler(ab_lm(), Flat([b"a"])), ValueError, "vocabulary must equal"),
     ("awrs-condition-not-potential", lambda: AWRS(ab_lm(), 3), TypeError, "condition must be"),
-    ("awrs-condition-vocab-mismatch", lambda: AWRS(ab_lm(), Flat([b"a"])), ValueError, "vocabulary must equal"),
+    ("awrs-condition-vocab-mismatch", lambda: AWRS(ab_lm(), Flat([b"a", b"x"])), ValueError, "subset of the potential's"),
     ("awrs-max-accepts", lambda: AWRS(ab_lm(), NoBB(), max_accepts=0), ValueError, "max_accepts"),
     ("smc-not-sampler", lambda: SMC(ab_lm()), TypeError, "TokenSampler"),
     ("critic-not-potential", lambda: SMC(direct_token_sampler(ab_lm()), "x"), TypeError, "critic must be"),

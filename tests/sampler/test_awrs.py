@@ -11,13 +11,12 @@ from sampler_toys import LETTERS, NextTable, condition, lm, toys
 
 from genlm.control import EOS
 from genlm.control.draw import using_rng
-from genlm.control.sampler.awrs import (
-    AWRS,
-    haldane_estimate,
-    monte_carlo_estimate,
-    rao_blackwell_estimate,
-    truncated_estimate,
+from genlm.control.sampler._awrs_estimates import (
+    log_inclusion_estimate,
+    log_series_sum,
+    monte_carlo_inclusion,
 )
+from genlm.control.sampler.awrs import AWRS
 from genlm.control.testing import assert_properly_weighted, enumerate_sampler, expected_logws
 
 NEG_INF = float("-inf")
@@ -25,11 +24,24 @@ CONFIGS = [
     {},
     {"max_accepts": 1},
     {"max_accepts": 3},
+    {"max_accepts": 4},
     {"max_rejects": 1},
     {"max_rejects": 2, "max_accepts": 3},
     {"prune_logws": False},
     {"autobatch": False},
+    {"proper_weights": False, "enumerate_at": 16},
 ]
+
+
+def searching(sampler: AWRS, enumerate_at: int = 0) -> AWRS:
+    """`sampler` with supports above `enumerate_at` tokens searched (0: always)."""
+    sampler.enumerate_at = enumerate_at
+    return sampler
+
+
+def awrs(p, cond, **config) -> AWRS:
+    return searching(AWRS(p, cond, **{k: v for k, v in config.items() if k != "enumerate_at"}),
+                     config.get("enumerate_at", 0))
 
 
 async def live_contexts(cond):
@@ -43,7 +55,7 @@ async def live_contexts(cond):
 def test_awrs_is_properly_weighted(toy, config):
     async def check():
         cond = toy.condition()
-        sampler = AWRS(toy.lm(), cond, **config)
+        sampler = awrs(toy.lm(), cond, **config)
         for ctx in await live_contexts(cond):
             await assert_properly_weighted(sampler, ctx)
 
@@ -56,7 +68,7 @@ def test_awrs_with_a_different_proposal_is_properly_weighted(toy):
     async def check():
         cond = toy.condition()
         proposal = lm(toy.vocab, toy.seed + 1, p_zero=0.0)
-        sampler = AWRS(toy.lm(), cond, proposal=proposal)
+        sampler = awrs(toy.lm(), cond, proposal=proposal)
         for ctx in await live_contexts(cond):
             await assert_properly_weighted(sampler, ctx)
 
@@ -76,12 +88,12 @@ async def test_unconstrained_condition_costs_two_checks_and_gives_the_exact_weig
     vocab = LETTERS[:5]
     p = lm(vocab, 8)
     allow_all = NextTable(vocab, lambda ctx: np.zeros(6))
-    sampler = AWRS(p, allow_all, autobatch=False)
+    sampler = awrs(p, allow_all, autobatch=False)
     log_total = (await p.logw_next([])).sum()
     for seed in range(20):
         with using_rng(np.random.default_rng(seed)):
             _, logw, _ = await sampler.sample([])
-        assert logw == pytest.approx(log_total)  # Ẑ = 1/(1+0) exactly: zero variance
+        assert logw == pytest.approx(log_total)  # φ = 1 for masses [1, 1 - q_x]: zero variance
     checks = allow_all.calls["prefix"] + allow_all.calls["complete"]
     assert checks <= 2 * 20
 
@@ -102,7 +114,7 @@ async def test_seed_makes_runs_reproducible():
     vocab = LETTERS[:5]
 
     async def run(seed):
-        s = AWRS(lm(vocab, 2), condition(vocab, 2, p_allow=0.5), seed=seed)
+        s = searching(AWRS(lm(vocab, 2), condition(vocab, 2, p_allow=0.5), seed=seed))
         return [await s.sample([]) for _ in range(10)]
 
     assert await run(7) == await run(7)
@@ -111,7 +123,7 @@ async def test_seed_makes_runs_reproducible():
 async def test_seeded_mean_weight_is_unbiased():
     vocab = LETTERS[:5]
     p, cond = lm(vocab, 21), condition(vocab, 21, p_allow=0.4)
-    sampler = AWRS(p, cond, seed=3, autobatch=False)
+    sampler = searching(AWRS(p, cond, seed=3, autobatch=False))
     exact = await expected_logws(sampler, [])
     n = 1500
     draws = [await sampler.sample([]) for _ in range(n)]
@@ -123,7 +135,7 @@ async def test_seeded_mean_weight_is_unbiased():
 async def test_improper_weights_draw_the_exact_token_distribution():
     vocab = LETTERS[:4]
     p, cond = lm(vocab, 5), condition(vocab, 5, p_allow=0.5)
-    sampler = AWRS(p, cond, proper_weights=False)
+    sampler = searching(AWRS(p, cond, proper_weights=False))
     exact = await expected_logws(sampler, [])
     z = sum(math.exp(v) for v in exact.values())
 
@@ -141,64 +153,59 @@ async def test_improper_weights_draw_the_exact_token_distribution():
     assert sum(math.exp(v) for v in weights.values()) >= z * (1 - 1e-9)  # biased upwards
 
 
-def test_rao_blackwell_estimate_matches_the_series():
-    s = np.array([1.0, 0.7, 0.7, 0.2, 0.05])
-    for m, r in [(2, 0), (2, 3), (3, 1), (4, 5)]:
-        # E[(m-1)/(m-1+r+S)], S a sum of Geometric(s_j) failures, by truncated convolution.
-        n = 4000
-        dist = np.zeros(n)
-        dist[0] = 1.0
-        for sj in s[s < 1]:
-            g = sj * (1 - sj) ** np.arange(n)
-            dist = np.convolve(dist, g)[:n]
-        series = float(np.sum(dist * (m - 1) / (m - 1 + r + np.arange(n))))
-        assert rao_blackwell_estimate(m, r, s) == pytest.approx(series, rel=1e-9)
-    assert rao_blackwell_estimate(1, 0, s) == 1.0
-    assert rao_blackwell_estimate(1, 2, s) == 0.0
+def _digamma_sum(r):
+    """`log Σ_n Π_j 1/(1 + n r_j)` by partial fractions over the poles `-1/r_j`:
+    `Π_j 1/(n + b_j) = Σ_j A_j/(n + b_j)` and `Σ_n Σ_j A_j/(n + b_j) = -Σ_j A_j ψ(b_j)`."""
+    from mpmath import digamma, fprod, log, mp, mpf
+
+    mp.dps = 60
+    b = [1 / mpf(float(x)) for x in r]
+    total = 0
+    for j, bj in enumerate(b):
+        total -= fprod([1 / (bk - bj) for k, bk in enumerate(b) if k != j]) * digamma(bj)
+    return float(log(total * fprod([1 / mpf(float(x)) for x in r])))
 
 
-def test_rao_blackwell_estimate_with_many_masses_matches_the_series():
-    # 60 masses: the factors of the integrand are multiplied in groups before the log.
-    s = np.sort(np.random.default_rng(3).uniform(0.4, 1.0, 60))[::-1]
-    m, r, n = 2, 58, 3000
-    dist = np.zeros(n)
-    dist[0] = 1.0
-    for sj in s:
-        dist = np.convolve(dist, sj * (1 - sj) ** np.arange(n))[:n]
-    series = float(np.sum(dist * (m - 1) / (m - 1 + r + np.arange(n))))
-    assert rao_blackwell_estimate(m, r, s) == pytest.approx(series, rel=1e-9)
-
-
-@pytest.mark.parametrize("scale", [0.05, 1.0, 20.0, 300.0])
-def test_log_factors_of_many_masses_match_the_direct_sum(scale):
-    # Series in the power sums where every c_j u ≤ 1e-3, grouped products elsewhere.
-    from genlm.control.sampler.awrs import _grid, _log_factors
-
-    rng = np.random.default_rng(int(scale * 10))
-    s = np.exp(-rng.exponential(scale, size=500))
-    s = s[(s < 1.0) & (s > 1e-290)]
-    c = (1.0 - s) / s
-    for panels in (10, 30, 90):
-        u = _grid(panels)[2]
-        direct = np.log1p(c[:, None] * u[None, :]).sum(axis=0)
-        assert np.allclose(_log_factors(c, u), direct, rtol=1e-10, atol=1e-300)
-
-
-def test_monte_carlo_estimate_is_centred_on_the_exact_one():
-    s = np.array([0.6, 0.3, 0.3])
+def test_series_sum_matches_partial_fractions():
     rng = np.random.default_rng(0)
-    sims = np.array([monte_carlo_estimate(rng, 2, 2, s, 1) for _ in range(4000)])
-    exact = rao_blackwell_estimate(2, 2, s)
+    for _ in range(120):
+        r = np.exp(rng.uniform(-15.0, 4.0, int(rng.integers(2, 9))))
+        assert log_series_sum(np.log(r)) == pytest.approx(_digamma_sum(r), abs=1e-10)
+
+
+@pytest.mark.parametrize("x", [1e-300, 1e-12, 1e-3, 0.05, 1.0, 7.0, 1e6])
+@pytest.mark.parametrize("j", [2, 5])
+def test_series_sum_of_equal_rates_is_a_hurwitz_zeta(x, j):
+    # Σ_n (1 + n x)^(-j) = x^(-j) ζ(j, 1/x); for x → 0 it tends to 1/((j-1) x).
+    from mpmath import log, mpf, zeta
+
+    want = float(log(zeta(j, 1 / mpf(x))) - j * log(mpf(x)))
+    assert log_series_sum(np.full(j, math.log(x))) == pytest.approx(want, abs=1e-10)
+
+
+def test_series_sum_needs_two_factors():
+    with pytest.raises(ValueError, match="two factors"):
+        log_series_sum(np.array([0.0]))
+
+
+def test_inclusion_estimate_is_the_mean_over_the_race_times():
+    # φ = E[q / (1 - exp(-q τ))], τ = Σ_j E_j / M_j: simulated, within 4σ.
+    q, masses = 0.01, np.array([1.0, 0.5, 0.2, 0.05, 0.02])
+    rng = np.random.default_rng(1)
+    tau = (rng.standard_exponential((400_000, 5)) / masses).sum(axis=1)
+    sims = q / -np.expm1(-q * tau)
+    exact = math.exp(log_inclusion_estimate(q, masses))
     assert abs(sims.mean() - exact) < 4 * sims.std() / math.sqrt(len(sims))
+    mc = np.array([math.exp(monte_carlo_inclusion(rng, q, masses, 1)) for _ in range(4000)])
+    assert abs(mc.mean() - exact) < 4 * mc.std() / math.sqrt(len(mc))
 
 
-def test_sequential_plan_estimators():
-    assert haldane_estimate(2, 0) == 1.0
-    assert haldane_estimate(2, 3) == 0.25
-    assert haldane_estimate(1, 1) == 0.0
-    assert truncated_estimate(2, 1, 2, 5) == 0.5
-    assert truncated_estimate(1, 5, 2, 5) == 1 / 5
-    assert truncated_estimate(0, 5, 2, 5) == 0.0
+def test_inclusion_estimate_spans_the_float_range():
+    # Masses from 1e-300 to 1: log space throughout, finite and ≥ q.
+    masses = np.array([1.0, 0.6, 1e-3, 1e-30, 1e-100, 1e-300])
+    for q in (1e-300, 1e-150, 1e-3, 0.5):
+        got = log_inclusion_estimate(q, masses[masses >= q])
+        assert math.isfinite(got) and got >= math.log(q) - 1e-12
 
 
 @pytest.mark.parametrize(
@@ -217,9 +224,9 @@ def test_bad_parameters(kwargs, message):
 
 
 def test_vocabulary_mismatch_names_the_culprit():
-    with pytest.raises(ValueError, match="condition's vocabulary"):
+    with pytest.raises(ValueError, match="subset of the potential's: 1 of its 4 tokens"):
         AWRS(lm(LETTERS[:3], 0), condition(LETTERS[:4], 0))
-    with pytest.raises(ValueError, match="proposal's vocabulary"):
+    with pytest.raises(ValueError, match="subset of the proposal's"):
         AWRS(lm(LETTERS[:3], 0), condition(LETTERS[:3], 0), proposal=lm(LETTERS[:2], 0))
 
 
@@ -230,16 +237,10 @@ async def test_logw_eos_is_the_product_target():
     assert await sampler.logw_eos([]) == pytest.approx((await p.logw_next([]))[EOS])
 
 
-def test_rao_blackwell_estimate_with_tiny_unknown_mass():
-    # Two draws at unknown mass ε: S ≈ Gamma(2, 1/ε), so E[1/(4+S)] ≈ ε.
-    eps = 1e-12
-    assert rao_blackwell_estimate(2, 3, np.array([eps, eps])) == pytest.approx(eps, rel=1e-6)
-
-
 async def test_monte_carlo_weights_are_unbiased_and_exact_under_enumeration():
     vocab = LETTERS[:4]
     p, cond = lm(vocab, 13), condition(vocab, 13, p_allow=0.5)
-    sampler = AWRS(p, cond, n_monte_carlo_samples=4, seed=0, autobatch=False)
+    sampler = searching(AWRS(p, cond, n_monte_carlo_samples=4, seed=0, autobatch=False))
     await assert_properly_weighted(sampler, [])  # with draw, the exact integral is used
     exact = await expected_logws(sampler, [])
     total = sum(math.exp(v) for v in exact.values())

@@ -50,6 +50,7 @@ def blocks(request, monkeypatch):
     monkeypatch.setattr(AWRS, "block_size", size)
     monkeypatch.setattr(AWRS, "max_block", size)
     monkeypatch.setattr(AWRS, "vector_walk", vector_walk)
+    monkeypatch.setattr(AWRS, "enumerate_at", 0)  # the toys are small: search them
     return request.param
 
 
@@ -71,7 +72,14 @@ class Law:
         return token, self.power * logw, logp
 
 
-CONFIGS = [{}, {"max_accepts": 1}, {"max_accepts": 3}, {"proper_weights": False}, {"autobatch": False}]
+CONFIGS = [
+    {},
+    {"max_accepts": 1},
+    {"max_accepts": 3},
+    {"max_rejects": 2},
+    {"proper_weights": False},
+    {"autobatch": False},
+]
 small_toys = toy_strategy(3)
 
 
@@ -117,12 +125,13 @@ async def test_allowed_next_replaces_the_per_token_checks():
     assert cond.calls["allowed_next"] >= 5 and cond.calls["prefix"] == cond.calls["complete"] == 0
 
 
-async def test_a_capped_search_checks_token_by_token():
+async def test_a_capped_search_is_checked_in_blocks(blocks):
     vocab = LETTERS[:4]
-    cond = SetCondition(vocab, random_masks(4, 3, 0.5))
-    sampler = AWRS(lm(vocab, 3), cond, max_rejects=2)
-    await assert_properly_weighted(sampler, [])
-    assert "allowed_next" not in cond.calls and cond.calls["prefix"] > 0
+    for seed in range(4):
+        cond = SetCondition(vocab, random_masks(4, seed, 0.5))
+        for cap in (1, 2):
+            await assert_properly_weighted(AWRS(lm(vocab, seed), cond, max_rejects=cap), [])
+        assert cond.calls["allowed_next"] > 0 and cond.calls["prefix"] == 0
 
 
 def wide_toy(n: int, p_allow: float, seed: int):

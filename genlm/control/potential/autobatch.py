@@ -100,6 +100,10 @@ class AutoBatchedPotential(Potential):
     async def sparse_logw_next(self, context):
         return await self.potential.sparse_logw_next(context)
 
+    @property
+    def cheap_logw_next(self) -> bool:  # type: ignore[override]
+        return self.potential.cheap_logw_next
+
     def alloc_rows(self, n: int):
         return self.potential.alloc_rows(n)
 

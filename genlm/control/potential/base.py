@@ -156,6 +156,12 @@ class Potential(ABC):
         """The live entries of `logw_next(context)`, or None when not known to be sparse."""
         return None
 
+    #: Whether `logw_next` and `batch_logw_next` cost about what one `prefix` call
+    #: does (a compiled token mask, a cached per-state row). A sampler may then read
+    #: a condition's whole row instead of checking tokens one by one: AWRS draws
+    #: exactly from `potential * condition` with such a condition.
+    cheap_logw_next: bool = False
+
     # Carried state (optional, synchronous fast path for samplers) -----------
 
     #: Whether `state_of`, `advance` and `logw_next_of` are implemented.

@@ -1,8 +1,9 @@
-"""The search machinery of AWRS: the proposal with known rejects removed, the random
+"""The search machinery of AWRS: the proposal with the drawn tokens removed, the random
 choices, and the walk that tallies a search's draws.
 
-A draw from the pool is a draw from `q` restricted to the tokens not yet known to be
-rejected, `q(x) / (1 - R)` with `R` the mass of the rejects found.
+A draw from the pool is a draw from `q` restricted to the tokens not drawn yet,
+`q(x) / M` with `M` their mass: the draws are the arrival order of an exponential
+race (see `genlm.control.sampler._awrs_estimates`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from genlm.control.weights import NEG_INF, fold_nan
+
+_CANCEL = 1e-3  # a running mass below this share of its total is summed afresh
 
 
 def _folded_max(x: np.ndarray) -> tuple[np.ndarray, float]:
@@ -59,8 +62,21 @@ class _Pool:
 
     @property
     def mass(self) -> float:
-        """The proposal mass not yet removed."""
-        return max(self.total - self.removed_mass, 0.0) if self.live else 0.0
+        """The proposal mass not yet removed; summed afresh from the live entries when
+        the running difference has lost more than three digits to cancellation."""
+        if not self.live:
+            return 0.0
+        left = self.total - self.removed_mass
+        if left < _CANCEL * self.total:
+            self.fold()
+            return self.total
+        return left
+
+    def rest(self, extra: list) -> float:
+        """The exact mass of the live entries other than `extra` (distinct, live)."""
+        alive = (self.probs > 0) if self.alive is None else self.alive.copy()
+        alive[extra] = False
+        return float(self.probs[alive].sum())
 
     def remove(self, i: int) -> None:
         self.remove_many([i])
@@ -83,12 +99,13 @@ class _Pool:
             self.fold()
 
     def fold(self) -> None:
-        """Zero the removed entries in a fresh CDF."""
+        """Zero the removed entries in a fresh CDF; the live mass is its last entry."""
         if self.removed:
             self.base = self.base.copy() if self.base is self.probs else self.base
             self.base[self.removed] = 0.0
             self.cdf = _cumsum(self.base)
             self.removed = []
+            self.total, self.removed_mass = float(self.cdf[-1]), 0.0
 
     def live_indices(self) -> np.ndarray:
         return np.flatnonzero(self.probs > 0 if self.alive is None else self.alive)
@@ -142,133 +159,98 @@ class _Chooser:
             picks = np.array([where[self.draw(options)] for _ in range(k)], dtype=np.intp)
             chosen = probs[picks]
         else:
-            picks, chosen = pool.draw(self.rng.random(k) * pool.mass)
+            picks, chosen = pool.draw(self.rng.random(k) * mass)
         self.logp += float(np.log(chosen).sum()) - k * math.log(mass)
         return picks, chosen
 
-    def redraws(self, s: float, budget: int) -> int:
-        """Skipped redraws of known rejects: `Geometric(s)` failures, capped at `budget`."""
+    def pick(self, options: list[int], weights: np.ndarray) -> int:
+        """One of `options` (support positions) with probability ∝ `weights`."""
+        p = weights / weights.sum()
         if self.draw is not None:
-            options = {g: s * (1.0 - s) ** g for g in range(budget)}
-            options[budget] = (1.0 - s) ** budget
-            g = self.draw(options)
-            self.logp += math.log(options[g])
-            return g
-        g = min(int(self.rng.geometric(s)) - 1, budget)
-        self.logp += math.log((1.0 - s) ** g * (s if g < budget else 1.0))
-        return g
+            chosen = self.draw({self.tokens[i]: float(w) for i, w in zip(options, p)})
+            k = next(j for j, i in enumerate(options) if self.tokens[i] == chosen)
+        else:
+            k = min(int(np.searchsorted(np.cumsum(p), self.rng.random(), side="right")), len(p) - 1)
+        self.logp += math.log(float(p[k]))
+        return options[k]
 
 
 class _Walk:
-    """The tallies of a search's walk through its draws, block by block.
+    """The tallies of a search's walk through the arrival order of its draws.
 
-    Within a block a reject drawn again after its first draw is skipped; the walk
-    stops at the `m`-th accept. `masses` holds the proposal mass not yet known to be
-    rejected at each counted draw (1 exactly before the first reject).
+    A draw of a token drawn before (earlier in the same block) is skipped, so the
+    walk sees each token once, in the order of an exponential race. It stops at the
+    `m`-th accept or the `cap`-th reject. `masses[j]` is the mass not yet drawn
+    before the j-th draw; `accepts` and `rejects` hold support positions in order.
     """
 
-    def __init__(self, m: int):
-        self.m = m
-        self.accepts = self.rejects = self.stream_rejects = 0
-        self.first: int | None = None
-        self.first_mass = 1.0
+    def __init__(self, m: int, cap: float):
+        self.m, self.cap = m, cap
+        self.accepts: list[int] = []
+        self.accept_at: list[int] = []  # the draw (index into `masses`) of each accept
+        self.rejects = 0
         self.masses: list[float] = []
+        self.done = False
 
-    def python(self, block: list, chosen: list, ok: list, pool: _Pool, mass: float) -> int:
-        """Walk a block draw by draw; remove the rejects found from the pool and
-        return how many there were."""
-        found: dict[int, None] = {}
-        masses, accepts, m = self.masses, self.accepts, self.m
-        gone = pool.removed_mass
+    def python(self, block: list, chosen: list, ok: list, pool: _Pool, mass: float) -> None:
+        """Walk a block draw by draw and remove the tokens drawn from the pool."""
+        seen: dict[int, None] = {}
+        start = mass
         for i, p, allowed in zip(block, chosen, ok):
+            if i in seen:
+                continue
+            self.masses.append(mass)
+            seen[i] = None
+            mass -= p
+            if mass < _CANCEL * start:  # summed afresh: no digits lost to cancellation
+                mass = start = pool.rest(list(seen))
             if allowed:
-                masses.append(mass)
-                accepts += 1
-                if self.first is None:
-                    self.first, self.first_mass = i, mass
-                if accepts >= m:
-                    break
-            elif i not in found:
-                masses.append(mass)
-                found[i] = None
-                gone += p
-                mass = max(pool.total - gone, 0.0)
-        self.accepts = accepts
-        self.rejects += len(found)
-        pool.remove_many(list(found), gone)
-        return len(found)
+                self.accepts.append(i)
+                self.accept_at.append(len(self.masses) - 1)
+            else:
+                self.rejects += 1
+            if len(self.accepts) >= self.m or self.rejects >= self.cap:
+                self.done = True
+                break
+        pool.remove_many(list(seen))
 
-    def vector(
-        self, block: np.ndarray, chosen: np.ndarray, ok: np.ndarray, pool: _Pool, mass: float
-    ) -> int:
-        """`python` in a few array passes."""
-        counted = ok.copy()
-        counted[np.unique(block, return_index=True)[1]] = True  # and first draws of rejects
-        hits = np.flatnonzero(ok)
-        need = self.m - self.accepts
-        if len(hits) >= need:
-            counted[hits[need - 1] + 1 :] = False
-        at = np.flatnonzero(counted)
-        allowed = ok[at]
-        lost = np.where(allowed, 0.0, chosen[at])
-        seen = np.cumsum(~allowed)  # rejects among the counted draws so far
-        left = np.maximum(pool.total - (pool.removed_mass + np.cumsum(lost)), 0.0)
-        before = np.empty(len(at))
-        before[0] = mass
-        before[1:] = np.where(seen[:-1] > 0, left[:-1], mass)
+    def vector(self, block: np.ndarray, chosen: np.ndarray, ok: np.ndarray, pool: _Pool, mass: float) -> None:
+        """`python` in a few array passes (falls back to it where masses cancel)."""
+        first = np.sort(np.unique(block, return_index=True)[1])
+        allowed = ok[first]
+        hits, misses = np.cumsum(allowed), np.cumsum(~allowed)
+        stop = np.flatnonzero((hits >= self.m - len(self.accepts)) | (misses >= self.cap - self.rejects))
+        end = int(stop[0]) + 1 if len(stop) else len(first)
+        first, allowed = first[:end], allowed[:end]
+        before = mass - np.concatenate(([0.0], np.cumsum(chosen[first])[:-1]))
+        if before[-1] < _CANCEL * mass:
+            return self.python(block.tolist(), chosen.tolist(), list(ok), pool, mass)
+        self.accept_at.extend((len(self.masses) + np.flatnonzero(allowed)).tolist())
         self.masses.extend(before.tolist())
-        if self.first is None and allowed.any():
-            k = int(np.argmax(allowed))
-            self.first, self.first_mass = int(block[at[k]]), float(before[k])
-        self.accepts += int(np.count_nonzero(allowed))
-        gone = block[at[~allowed]].tolist()
-        self.rejects += len(gone)
-        pool.remove_many(gone)
-        return len(gone)
+        drawn = block[first]
+        self.accepts.extend(drawn[allowed].tolist())
+        self.rejects += int(np.count_nonzero(~allowed))
+        self.done = bool(len(stop))
+        pool.remove_many(drawn.tolist())
 
-    def race(self, live: np.ndarray, ok: np.ndarray, pool: _Pool, choose: "_Chooser") -> None:
-        """Finish the walk at once, knowing which live entries are allowed.
-
-        From here the draws form a race of exponential clocks (the stream of draws
-        as a Poisson process): each live reject `i` is first drawn at `T_i ~
-        Exp(q_i)`, accepts arrive at rate `a = q(allowed)`, and the next event is a
-        given reject with probability `q_i / mass` and an accept with `a / mass`,
-        as for a draw from the pool. The walk ends at the `m`-th accept: the rejects
-        counted are those with `T_i` before it, in the order of their clocks; the
-        first accepted token (if none yet) is drawn in proportion to `q` over the
-        allowed entries. All draws come from the Chooser's Generator.
-        """
-        rng, probs = choose.rng, pool.probs
-        allowed, rejected = live[ok], live[~ok]
-        weights = probs[allowed]
-        a = float(weights.sum())
-        q = probs[rejected]
-        need = self.m - self.accepts
-        clocks = rng.standard_exponential(len(rejected)) / q
-        if a > 0:
-            arrivals = np.cumsum(rng.standard_exponential(need)) / a
-            hit = np.flatnonzero(clocks < arrivals[-1])
-        else:  # no accept is left: every reject is found
-            arrivals = np.empty(0)
-            hit = np.arange(len(rejected))
-        order = hit[np.argsort(clocks[hit], kind="stable")]
-        lost = q[order]
-        # ends[x]: the mass not known to be rejected once x more rejects are found
-        ends = np.empty(len(order) + 1)
-        ends[0] = pool.mass if self.rejects else 1.0
-        ends[1:] = np.maximum(pool.total - (pool.removed_mass + np.cumsum(lost)), 0.0)
-        at_accepts = ends[np.searchsorted(clocks[order], arrivals)]
-        self.masses.extend(ends[:-1].tolist())
-        self.masses.extend(at_accepts.tolist())
-        with np.errstate(divide="ignore"):
-            logp = float(np.log(lost).sum() - np.log(ends[:-1]).sum())
-            if len(arrivals):
-                logp += float(len(arrivals) * math.log(a) - np.log(at_accepts).sum())
-        if self.first is None and len(arrivals):
-            k = int(np.searchsorted(np.cumsum(weights), rng.random() * a, side="right"))
-            self.first = int(allowed[min(k, len(allowed) - 1)])
-            self.first_mass = float(at_accepts[0])
-            logp += math.log(float(probs[self.first]) / a)
-        choose.logp += logp
-        self.accepts += len(arrivals)
-        self.rejects += len(order)
+    def race(self, live: np.ndarray, ok: np.ndarray, pool: _Pool, choose: _Chooser) -> None:
+        """Finish the walk at once, knowing which live entries are allowed: the rest
+        of the arrival order is the order of independent clocks `T_i ~ Exp(q_i)`
+        (each next arrival is entry `i` with probability `q_i / M`, as for a draw
+        from the pool). All draws come from the Chooser's Generator."""
+        probs = pool.probs[live]
+        order = np.argsort(choose.rng.standard_exponential(len(live)) / probs, kind="stable")
+        chosen, flags = probs[order], ok[order]
+        before = np.cumsum(chosen[::-1])[::-1]  # the live mass not yet arrived, summed exactly
+        hits, misses = np.cumsum(flags), np.cumsum(~flags)
+        stop = np.flatnonzero((hits >= self.m - len(self.accepts)) | (misses >= self.cap - self.rejects))
+        end = int(stop[0]) + 1 if len(stop) else len(order)
+        self.accept_at.extend((len(self.masses) + np.flatnonzero(flags[:end])).tolist())
+        self.masses.extend(before[:end].tolist())
+        logp = np.log(chosen[:end]).sum() - np.log(before[:end]).sum()
+        choose.logp += float(logp)
+        drawn = live[order[:end]]
+        self.accepts.extend(drawn[flags[:end]].tolist())
+        self.rejects += int(np.count_nonzero(~flags[:end]))
+        self.done = bool(len(stop))
+        pool.remove_many(drawn.tolist())

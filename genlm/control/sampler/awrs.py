@@ -1,59 +1,57 @@
 """Adaptive weighted rejection sampling (AWRS) of the next token under a Boolean condition.
 
 Target: `t(x) = w(x) · c(x)`, where `w = potential.logw_next(ctx)` and `c ∈ {0, 1}` is a
-Boolean condition, checked only on drawn tokens (Lipkin et al. 2025, "Fast Controlled
-Generation from Language Models with Adaptive Weighted Rejection Sampling").
+Boolean condition whose vocabulary may be a subset of the potential's (tokens outside
+it have `c = 0`, as in `potential * condition`). With `q` the normalized proposal (the
+potential by default) on the condition's tokens and `A` the allowed set, a properly
+weighted pair is an exact draw `x ~ q(· | A)` with weight `w(x)/q(x) · Ẑ`, `E[Ẑ | x] =
+q(A)` (Lipkin et al. 2025, "Fast Controlled Generation from Language Models with
+Adaptive Weighted Rejection Sampling"). Three paths, by what the condition tells cheaply:
 
-The sampler draws from the normalized proposal `q` (the potential by default) with
-known rejects removed, so the first accepted token `x` is an exact draw from
-`q` restricted to the allowed set `A`. Its weight is
+1. Exact. A condition that declares `cheap_logw_next` (an engine token mask, a cached
+   automaton row) gives its whole row: `x ~ q(· | A)` and `Ẑ = q(A)` exactly, the law
+   and the weights of `DirectTokenSampler(potential * condition)`.
+2. Enumerated. When the proposal's support on the condition's tokens has at most
+   `enumerate_at` tokens, all are checked in one batched call, and then as in 1.
+3. Search. Otherwise the search draws tokens from `q` without replacement (the arrival
+   order of an exponential race: token `i` arrives at `T_i ~ Exp(q_i)`), checks each,
+   and stops at the `m`-th accept (`m = max_accepts`), the `max_rejects`-th reject, or
+   when every token was checked. The first `m - 1` accepts `i` (all of them at a
+   reject-cap stop) get the Horvitz-Thompson weight of the race, averaged over its
+   unobserved times given the order (Rao-Blackwell; see `_awrs_estimates`):
 
-    ŵ = w(x) / q(x) · Ẑ,    E[Ẑ | x] = q(A),
+       φ_i = E[q_i / (1 - exp(-q_i τ))],   τ = Σ_{j ≤ L} E_j / M_j,
 
-which makes `(x, ŵ)` properly weighted for `t`. `Ẑ` comes from the view of the search
-as an i.i.d. stream `y_1, y_2, … ~ q` in which draws of known rejects are skipped (they
-need no condition check). Run until `m = max_accepts` accepts, the stream's
-accept/reject pattern is a Bernoulli(q(A)) sequence independent of which allowed
-tokens are drawn, so Haldane's negative-binomial estimator `(m-1)/(m-1+K)` of `q(A)`,
-with `K` the stream's rejections, is unbiased and independent of `x`. `K` counts the
-observed distinct rejects `r` plus the skipped redraws `G_j ~ Geometric(s_j)` before
-the j-th observed draw, where `s_j` is the `q`-mass not yet known to be rejected.
-Averaging over the skipped redraws (Rao-Blackwellization) gives
+   with `M_j` the mass not yet drawn before the j-th draw and `L` the stopping draw;
+   `φ_i = q_i` when every token was checked (`τ = ∞`). `x` is one of them, drawn
+   ∝ `φ_i`, and `Ẑ = Σ_i φ_i`: unbiased since `i` is among them iff `T_i` precedes the
+   `(m-1)`-th other accept (or the cap-th reject), a time that does not depend on
+   `T_i`. A search that checked everything is exact, so the weight does not blow up
+   where one rare allowed token hides among thousands of rejects. `max_accepts = 1`
+   gives `Ẑ = [the first draw was allowed]`; `proper_weights=False` stops at the first
+   accept and returns `Ẑ = M` at it (exact token, biased weight).
 
-    Ẑ = (m-1) ∫₀¹ t^(m-2+r) Π_j s_j / (1 - (1-s_j) t) dt        (m ≥ 2),
-
-and `Ẑ = [r = 0]` for `m = 1`. With a finite `max_rejects` the skipped redraws are
-simulated and the stream stops at `m` accepts or `max_rejects` rejections, whichever
-comes first; the unbiased estimator of that closed sequential plan is the share of
-lattice paths to the end point that start with an accept: `(m-1)/(m-1+K)` when `m`
-accepts were reached, `a/(a+K_max-1)` when `a < m` accepts were.
-
-When the condition can answer a set of tokens in one call, the draws are made and
-checked in blocks, and a search with many rejects is finished by an exponential race
-over the remaining tokens; both leave every law above unchanged (see `AWRS.search`).
+When the condition answers a set of tokens in one call (`allowed_next`), draws are
+checked in blocks and a long search finishes by the race over the remaining tokens;
+both leave the law above unchanged (see `AWRS.search`).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from genlm.control.draw import current_rng
+from genlm.control.draw import current_rng, draw_from, draw_many
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
-from genlm.control.sampler._awrs_estimates import _grid as _grid  # re-exported
-from genlm.control.sampler._awrs_estimates import _log_factors as _log_factors  # re-exported
-from genlm.control.sampler._awrs_estimates import (
-    haldane_estimate,
-    monte_carlo_estimate,
-    rao_blackwell_estimate,
-    truncated_estimate,
-)
+from genlm.control.sampler._awrs_estimates import log_inclusion_estimate, monte_carlo_inclusion
+from genlm.control.sampler._awrs_exact import Support, boolean_rows, boolean_value
 from genlm.control.sampler._awrs_search import _Chooser, _folded_max, _Pool, _Walk
 from genlm.control.sampler.token import TokenSampler
-from genlm.control.weights import NEG_INF, fold_nan
+from genlm.control.weights import NEG_INF, fold_nan, logsumexp
 from genlm.control.window import gather_or_cancel
 
 
@@ -61,7 +59,7 @@ class Search(NamedTuple):
     """The outcome of one adaptive rejection search over the proposal's support.
 
     Attributes:
-        first: support position of the first accepted token (None: none accepted).
+        first: support position of the returned accepted token (None: none accepted).
         log_z: log of the estimate `Ẑ` of the proposal's accepted mass.
         logp: log probability of the random choices made.
         evaluations: number of condition checks.
@@ -78,31 +76,38 @@ class AWRS(TokenSampler):
 
     Args:
         potential: the potential to draw from (e.g. a `PromptedLLM`).
-        condition: a Boolean potential over the same vocabulary (`prefix` and
-            `complete` are 0 or -inf, and 0 at the contexts sampled from); a token `x`
-            is allowed when `condition.prefix(ctx + [x]) > -inf`, EOS when
-            `condition.complete(ctx) > -inf`. A condition with an async method
-            `allowed_next(ctx, indices)` (the same answers for the tokens at
-            `indices` of `vocab_eos`, as a list or array of bools, in one call; e.g. the
-            engine-backed constraints) has its draws checked in blocks.
+        condition: a Boolean potential (`prefix`, `complete` and `logw_next` are 0 or
+            -inf, and 0 at the contexts sampled from) whose vocabulary is the
+            potential's or a subset of it (e.g. a pruned coercion); a token `x` is
+            allowed when `condition.prefix(ctx + [x]) > -inf`, EOS when
+            `condition.complete(ctx) > -inf`. A condition with `cheap_logw_next` is
+            read whole (exact weights); one with an async `allowed_next(ctx, indices)`
+            (the answers for the tokens at `indices` of its `vocab_eos` in one call)
+            has its draws checked in blocks.
         seed: seed of this sampler's own Generator; by default draws use
-            `genlm.control.draw.current_rng()`.
-        prune_logws: search only the tokens of positive proposal weight (tokens of
-            weight zero are never drawn nor checked either way).
+            `genlm.control.draw.current_rng()` (in SMC: each particle's stream).
+        prune_logws: kept for compatibility: tokens of zero proposal weight are never
+            drawn nor checked.
         proper_weights: return the unbiased weight (see the module docstring);
-            when False, stop at the first accept and return `w(x)/q(x) · (1 - R)`, with
-            `R` the proposal mass of the rejects found (exact token, biased weight).
-        max_accepts: accepts `m ≥ 1` the stream runs to (2 gives low variance).
-        max_rejects: cap on the stream's rejections (`inf`: none).
-        n_monte_carlo_samples: estimate `Ẑ` from this many simulations of the skipped
-            redraws instead of the exact integral (ignored when `draw` is given).
-        proposal: optional potential over the same vocabulary to draw from instead
-            of `potential`; it must be positive wherever `potential * condition` is.
+            when False, stop at the first accept and return `w(x)/q(x) · M` (exact
+            token, biased weight).
+        max_accepts: the search stops at this many accepts `m ≥ 1`.
+        max_rejects: the search stops at this many rejects (`inf`: none); bounds the
+            condition checks of a search at the price of a zero weight when no
+            token was accepted before.
+        n_monte_carlo_samples: estimate each `φ_i` from this many simulations of the
+            race's times instead of the exact series (ignored when `draw` is given).
+        proposal: optional potential to draw from instead of `potential`, over a
+            vocabulary that holds the condition's; it must be positive wherever
+            `potential * condition` is.
         autobatch: serve the particles' concurrent calls as batches.
 
     Raises:
-        ValueError: a vocabulary mismatch, `max_accepts < 1`, `max_rejects < 1`,
-            `n_monte_carlo_samples < 1`.
+        TypeError: an argument that is not a Potential.
+        ValueError: a condition token missing from the potential's (or the
+            proposal's) vocabulary, `max_accepts < 1`, `max_rejects < 1`,
+            `n_monte_carlo_samples < 1`; while sampling, a condition value that is
+            neither 0 nor -inf.
     """
 
     def __init__(
@@ -121,12 +126,6 @@ class AWRS(TokenSampler):
         for name, value in (("potential", potential), ("condition", condition), ("proposal", proposal)):
             if not (value is None and name == "proposal") and not isinstance(value, Potential):
                 raise TypeError(f"AWRS {name} must be a Potential, got {type(value).__name__}")
-        for name, other in (("condition", condition), ("proposal", proposal)):
-            if other is not None and other.vocab_eos != potential.vocab_eos:
-                raise ValueError(
-                    f"the {name}'s vocabulary must equal the potential's, token for token "
-                    f"({len(other.vocab)} vs {len(potential.vocab)} tokens)"
-                )
         if int(max_accepts) != max_accepts or max_accepts < 1:
             raise ValueError(f"max_accepts must be an integer ≥ 1, got {max_accepts!r}")
         if max_rejects != float("inf") and (int(max_rejects) != max_rejects or max_rejects < 1):
@@ -135,11 +134,13 @@ class AWRS(TokenSampler):
             raise ValueError(
                 f"n_monte_carlo_samples must be ≥ 1 or None, got {n_monte_carlo_samples!r}"
             )
+        self.support = Support(potential, condition, proposal)
 
         def view(p):
             return None if p is None else (p.to_autobatched() if autobatch else p)
 
         self.potential, self.condition, self.proposal = view(potential), view(condition), view(proposal)
+        self.autobatch = autobatch
         self.seed = seed
         self.rng = None if seed is None else np.random.default_rng(seed)
         self.prune_logws = prune_logws
@@ -147,158 +148,201 @@ class AWRS(TokenSampler):
         self.max_accepts = int(max_accepts)
         self.max_rejects = max_rejects
         self.n_monte_carlo_samples = n_monte_carlo_samples
+        self.exact = bool(condition.cheap_logw_next)
         self._allowed_next = getattr(condition, "allowed_next", None)
-        super().__init__(Product(self.potential, self.condition))
+        with warnings.catch_warnings():  # a subset vocabulary is intended here
+            warnings.simplefilter("ignore")
+            super().__init__(Product(self.potential, self.condition))
 
+    # Supports of at most this many tokens are checked whole, in one batched call, and
+    # drawn exactly: a search checks at least `max_accepts` tokens one await at a time,
+    # and where the allowed mass is small it checks most of the support anyway.
+    enumerate_at = 16
     block_size = 8  # draws checked together when the condition has `allowed_next`
     max_block = 4096  # the longest block
     vector_walk = 64  # blocks at least this long are walked in numpy
     race_after = 16  # rejects after which a Generator-driven search finishes by `_Walk.race`
 
-    async def logw_eos(self, context: list) -> float:
-        """`target.logw_next(ctx)[EOS]` without the condition's whole row (a coerced
-        condition with only `prefix`/`complete` would walk every token for it):
-        `potential.logw_next(ctx)[EOS] + condition.complete(ctx) - condition.prefix(ctx)`."""
-        row, complete, prefix = await gather_or_cancel(
-            self.potential.logw_next(context), self.condition.complete(context), self.condition.prefix(context)
-        )
-        if prefix == NEG_INF:
-            raise ValueError(f"context {context!r} has weight zero under {self.condition!r}")
-        return row[self.potential.eos] + complete - prefix
+    # Rows ----------------------------------------------------------------------
 
-    async def _allowed(self, context: list, token: Any) -> bool:
-        if token == self.potential.eos:
-            return await self.condition.complete(context) > NEG_INF
-        return await self.condition.prefix(context + [token]) > NEG_INF
+    async def _rows(self, contexts: list[list]) -> tuple[np.ndarray, np.ndarray]:
+        """The potential's and the proposal's rows on the condition's `vocab_eos`."""
+        support = self.support
+        if self.proposal is None:
+            w = _stack(await self.potential.batch_logw_next(contexts))
+            w = fold_nan(support.view(w, support.potential))
+            return w, w
+        wl, ql = await gather_or_cancel(
+            self.potential.batch_logw_next(contexts), self.proposal.batch_logw_next(contexts)
+        )
+        w = fold_nan(support.view(_stack(wl), support.potential))
+        return w, fold_nan(support.view(_stack(ql), support.proposal))
+
+    def _rng(self) -> np.random.Generator:
+        return self.rng if self.rng is not None else current_rng()
+
+    async def _exact(self, w: np.ndarray, q: np.ndarray, allowed: np.ndarray, draw: Any) -> tuple:
+        """An exact draw from `q` restricted to `allowed`, weighed under `w`."""
+        target = self.condition.make_lazy_weights(np.where(allowed, w, NEG_INF))
+        if self.proposal is None:
+            d = await (_one(target, None, self._rng()) if draw is None else draw_from(target, draw=draw))
+        else:
+            rows = self.condition.make_lazy_weights(np.where(allowed, q, NEG_INF))
+            d = await (_one(rows, target, self._rng()) if draw is None else draw_from(rows, draw=draw, target=target))
+        return d.token, d.logw, d.logp
+
+    # Sampling ------------------------------------------------------------------
 
     async def sample(self, context, draw=None):
         context = list(context)
-        if self.proposal is None:
-            w, top = _folded_max((await self.potential.logw_next(context)).weights)
-            q = w
-        else:
-            wl, ql = await gather_or_cancel(
-                self.potential.logw_next(context), self.proposal.logw_next(context)
-            )
-            w, (q, top) = fold_nan(wl.weights), _folded_max(ql.weights)
+        if self.exact:
+            (w, q), c = await gather_or_cancel(self._rows([context]), self.condition.logw_next(context))
+            return await self._exact(w[0], q[0], boolean_rows(self.condition, c.weights), draw)
+        (w,), (q,) = await self._rows([context])
+        q, top = _folded_max(q)
         if top == NEG_INF:
-            return self.potential.eos, NEG_INF, NEG_INF
-        # Tokens of zero proposal weight have probability 0: never drawn, never checked.
+            return self.condition.eos, NEG_INF, NEG_INF
         probs = np.exp(q - top)
         total = float(probs.sum())
         probs /= total
+        live = np.flatnonzero(probs > 0)
+        if len(live) <= self.enumerate_at:
+            allowed = np.zeros(len(probs), dtype=bool)
+            allowed[live] = await self._check_all(context, live)
+            return await self._exact(w, q, allowed, draw)
         log_q = top + math.log(total)
-        vocab_eos = self.potential.vocab_eos
-        rng = self.rng if self.rng is not None else current_rng()
-        found = await self.search(context, None, probs, _Chooser(vocab_eos, draw, rng))
+        found = await self.search(context, probs, _Chooser(self.support.tokens, draw, self._rng()))
         if found.first is None or found.log_z == NEG_INF:
-            return self.potential.eos, NEG_INF, found.logp
+            return self.condition.eos, NEG_INF, found.logp
         index = found.first
-        if self.proposal is None:
-            ratio = log_q
-        else:
-            ratio = float(w[index] - (q[index] - log_q))
-        return vocab_eos[index], ratio + found.log_z, found.logp
+        ratio = log_q if self.proposal is None else float(w[index] - (q[index] - log_q))
+        return self.support.tokens[index], ratio + found.log_z, found.logp
 
-    async def _check_block(self, context: list, rows: np.ndarray) -> tuple[list, int]:
-        """Whether each `vocab_eos` row may follow `context`, from one `allowed_next`
-        call on the distinct rows; and how many were checked."""
-        if len(rows) < self.vector_walk:
-            block = rows.tolist()
-            distinct = list(dict.fromkeys(block))
-            answer = dict(zip(distinct, await self._allowed_next(context, distinct)))
-            return [answer[i] for i in block], len(distinct)
+    async def batch_sample(self, contexts, rngs):
+        """With a `cheap_logw_next` condition: one `batch_logw_next` of the potential
+        (and proposal), one of the condition, and one stacked draw for the batch;
+        otherwise one `sample` per context, concurrently."""
+        if not (self.exact and self.autobatch) or type(self).sample is not AWRS.sample:
+            return await super().batch_sample(contexts, rngs)
+        if not contexts:
+            return []
+        (w, q), c = await gather_or_cancel(self._rows(contexts), self.condition.batch_logw_next(contexts))
+        allowed = boolean_rows(self.condition, _stack(c))
+        make = self.condition.make_lazy_weights
+        targets = [make(row) for row in np.where(allowed, w, NEG_INF)]
+        rngs = rngs if self.rng is None else [self.rng] * len(contexts)
+        if self.proposal is None:
+            draws = await draw_many(targets, rngs)
+        else:
+            draws = await draw_many([make(row) for row in np.where(allowed, q, NEG_INF)], rngs, targets=targets)
+        return [(d.token, d.logw, d.logp) for d in draws]
+
+    async def logw_eos(self, context: list) -> float:
+        """`target.logw_next(ctx)[EOS]` without the condition's whole row:
+        `potential.logw_next(ctx)[EOS] + condition.complete(ctx) - condition.prefix(ctx)`."""
+        context = list(context)
+        w, done, live = await gather_or_cancel(
+            self.potential.logw_next(context), self.condition.complete(context), self.condition.prefix(context)
+        )
+        if done == NEG_INF:
+            return NEG_INF
+        return float(fold_nan(np.array([w[self.potential.eos]]))[0]) + done - live
+
+    # Checks --------------------------------------------------------------------
+
+    async def _allowed(self, context: list, token: Any) -> bool:
+        if token == self.condition.eos:
+            return boolean_value(self.condition, await self.condition.complete(context))
+        return boolean_value(self.condition, await self.condition.prefix(context + [token]))
+
+    async def _check_all(self, context: list, rows: np.ndarray) -> np.ndarray:
+        """Whether each `vocab_eos` row of the condition may follow `context`, in one call."""
+        if self._allowed_next is not None:
+            return np.asarray(await self._allowed_next(context, rows), dtype=bool)
+        tokens = [self.support.tokens[int(i)] for i in rows]
+        eos = self.condition.eos
+        ext = [context + [x] for x in tokens if x != eos]
+        values, complete = await gather_or_cancel(
+            self.condition.batch_prefix(ext),
+            self.condition.complete(context) if eos in tokens else _none(),
+        )
+        it = iter(values)
+        return np.array(
+            [boolean_value(self.condition, complete if x == eos else next(it)) for x in tokens], dtype=bool
+        )
+
+    async def _check_block(self, context: list, rows: np.ndarray) -> tuple[np.ndarray, int]:
+        """Whether each draw of a block may follow `context` (one `allowed_next` call
+        on its distinct rows, or one check for a single draw), and the checks made."""
+        if self._allowed_next is None:
+            return np.array([await self._allowed(context, self.support.tokens[int(rows[0])])]), 1
         distinct, where = np.unique(rows, return_inverse=True)
         answer = np.asarray(await self._allowed_next(context, distinct), dtype=bool)
         return answer[where], len(distinct)
 
-    async def search(self, context, support, probs, choose: _Chooser) -> Search:
-        """Draw, check and remove rejects until the stopping rule; estimate `Ẑ`.
+    async def search(self, context, probs, choose: _Chooser) -> Search:
+        """Draw and check tokens in race order until the stopping rule; estimate `Ẑ`.
 
-        `probs[i]` is the proposal probability of `vocab_eos[support[i]]` (of
-        `vocab_eos[i]` when `support` is None). Draws come in blocks of i.i.d. draws
-        from the pool as it stood at the block's start: one when the condition is
-        checked token by token, `block_size` and then twice as many each time when it
-        answers a set at once (`allowed_next`). Walking a block in order, a draw of a
-        reject found earlier in the same block is skipped: the draws that remain are
-        then, one by one, draws from the pool with every reject found so far removed,
-        exactly as when each is drawn after the last one's check. Draws after the
-        stopping rule are left unused. Once `race_after` rejects are found, a search
-        whose draws come from a Generator asks about every live token at once and
-        finishes by `_Walk.race`, which has the same law.
+        `probs[i]` is the proposal probability of the condition's `vocab_eos[i]`.
+        Draws come in blocks of i.i.d. draws from the pool as it stood at the block's
+        start: one when the condition is checked token by token, `block_size` and
+        then twice as many each time when it answers a set at once (`allowed_next`).
+        Walking a block in order, a draw of a token drawn earlier in the same block is
+        skipped: the draws that remain are then, one by one, draws from the pool with
+        every token drawn so far removed, exactly as when each is drawn after the last
+        one's check. Draws after the stopping rule are left unused. Once `race_after`
+        rejects are found, a search whose draws come from a Generator asks about
+        every remaining token at once and finishes by `_Walk.race`, which has the same
+        law.
         """
         pool = _Pool(probs)
-        walk = _Walk(self.max_accepts if self.proper_weights else 1)
-        capped = self.proper_weights and self.max_rejects != float("inf")
-        batched = self._allowed_next is not None and not capped
+        m = self.max_accepts if self.proper_weights else 1
+        walk = _Walk(m, self.max_rejects if self.proper_weights else float("inf"))
+        batched = self._allowed_next is not None
         size = self.block_size if batched else 1
-        known: dict[int, bool] = {}
         checks = 0
-        while walk.accepts < walk.m:
-            mass = pool.mass if walk.rejects else 1.0
+        while not walk.done:
+            mass = pool.mass
             if mass <= 0.0:
                 break
-            if capped and walk.rejects:
-                walk.stream_rejects += choose.redraws(mass, int(self.max_rejects) - walk.stream_rejects)
-                if walk.stream_rejects >= self.max_rejects:
-                    break
             block, chosen = choose.block(pool, mass, size)
-            rows = block if support is None else support[block]
-            ok, n = await self._check_draws(context, block, rows, choose.tokens, known, batched)
+            ok, n = await self._check_block(context, block)
             checks += n
             if len(block) >= self.vector_walk:
-                gone = walk.vector(block, chosen, np.asarray(ok, dtype=bool), pool, mass)
+                walk.vector(block, chosen, ok, pool, mass)
             else:
-                gone = walk.python(block.tolist(), chosen.tolist(), ok, pool, mass)
-            walk.stream_rejects += gone
-            if capped and walk.stream_rejects >= self.max_rejects:
-                break
-            if batched and choose.draw is None and walk.rejects >= self.race_after and walk.accepts < walk.m:
-                checks += await self._race(context, support, pool, walk, choose)
+                walk.python(block.tolist(), chosen.tolist(), ok.tolist(), pool, mass)
+            if batched and choose.draw is None and walk.rejects >= self.race_after and not walk.done:
+                live = pool.live_indices()
+                if len(live):
+                    ok = np.asarray(await self._allowed_next(context, live), dtype=bool)
+                    walk.race(live, ok, pool, choose)
+                    checks += len(live)
                 break
             size = min(2 * size, self.max_block) if batched else 1
-        z = self._estimate(walk, choose)
-        log_z = math.log(z) if z > 0 else NEG_INF
-        return Search(walk.first, log_z, choose.logp, checks + len(known))
+        first, log_z = self._estimate(walk, probs, choose)
+        return Search(first, log_z, choose.logp, checks)
 
-    async def _check_draws(
-        self, context: list, block: np.ndarray, rows: np.ndarray, tokens: list, known: dict, batched: bool
-    ) -> tuple[list, int]:
-        """Whether each draw of `block` (`vocab_eos` rows `rows`) is allowed, and how many
-        tokens one `allowed_next` call checked for it; token by token, the one draw's
-        answer is memoized in `known`, whose size counts those checks."""
-        if batched:  # a reject is never drawn again: check every distinct draw
-            return await self._check_block(context, rows)
-        i = int(block[0])
-        if i not in known:
-            known[i] = await self._allowed(context, tokens[int(rows[0])])
-        return [known[i]], 0
-
-    async def _race(self, context, support, pool: _Pool, walk: _Walk, choose: _Chooser) -> int:
-        """Ask about every live token at once and finish the walk by `_Walk.race`;
-        return the number of checks."""
-        live = pool.live_indices()
-        if not len(live):
-            return 0
-        ok = await self._allowed_next(context, live if support is None else support[live])
-        walk.race(live, np.asarray(ok, dtype=bool), pool, choose)
-        walk.stream_rejects = walk.rejects
-        return len(live)
-
-    def _estimate(self, walk: _Walk, choose: _Chooser) -> float:
-        """`Ẑ` of a finished walk (see the module docstring)."""
-        if walk.first is None:
-            return 0.0
+    def _estimate(self, walk: _Walk, probs: np.ndarray, choose: _Chooser) -> tuple[int | None, float]:
+        """The returned token and `log Ẑ` of a finished walk (see the module docstring)."""
+        if not walk.accepts:
+            return None, NEG_INF
         if not self.proper_weights:
-            return walk.first_mass
-        m, rejects, masses = self.max_accepts, walk.rejects, walk.masses
-        if self.max_rejects != float("inf"):
-            return truncated_estimate(walk.accepts, walk.stream_rejects, m, int(self.max_rejects))
-        if rejects == 0:  # every mass is 1: both estimates are exactly 1
-            return 1.0
-        if self.n_monte_carlo_samples is not None and choose.draw is None:
-            return monte_carlo_estimate(choose.rng, m, rejects, np.array(masses), self.n_monte_carlo_samples)
-        return rao_blackwell_estimate(m, rejects, np.array(masses))
+            return walk.accepts[0], math.log(walk.masses[walk.accept_at[0]])
+        if self.max_accepts == 1:
+            return walk.accepts[0], 0.0 if walk.accept_at[0] == 0 else NEG_INF
+        included = walk.accepts[: self.max_accepts - 1]
+        q = probs[included]
+        if not walk.done:  # every token was checked: A is known
+            log_phi = np.log(q)
+        elif self.n_monte_carlo_samples is not None and choose.draw is None:
+            masses, n = np.array(walk.masses), self.n_monte_carlo_samples
+            log_phi = np.array([monte_carlo_inclusion(choose.rng, float(x), masses, n) for x in q])
+        else:
+            masses = np.array(walk.masses)
+            log_phi = np.array([log_inclusion_estimate(float(x), masses) for x in q])
+        first = included[0] if len(included) == 1 else choose.pick(included, np.exp(log_phi - log_phi.max()))
+        return first, float(logsumexp(log_phi))
 
     def cleanup(self) -> None:
         for p in (self.potential, self.condition, self.proposal):
@@ -309,11 +353,16 @@ class AWRS(TokenSampler):
         return f"AWRS({self.potential!r}, {self.condition!r}, max_accepts={self.max_accepts})"
 
 
-__all__ = [
-    "AWRS",
-    "Search",
-    "haldane_estimate",
-    "monte_carlo_estimate",
-    "rao_blackwell_estimate",
-    "truncated_estimate",
-]
+def _stack(rows: list) -> np.ndarray:
+    return np.stack([np.asarray(r.weights, dtype=np.float64) for r in rows])
+
+
+async def _one(weights, target, rng):
+    return (await draw_many([weights], [rng], None if target is None else [target]))[0]
+
+
+async def _none() -> None:
+    return None
+
+
+__all__ = ["AWRS", "Search"]

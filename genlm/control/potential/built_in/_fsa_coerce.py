@@ -38,6 +38,8 @@ class CoercedDFA(StateRowCoerced):
         as for `Coerced`, plus `table_cache_size`: the most per-state rows kept.
     """
 
+    cheap_logw_next = True  # a cached row per automaton state
+
     def __init__(self, *args, table_cache_size: int = 1024, **kwargs):
         super().__init__(*args, row_cache_size=table_cache_size, **kwargs)
         trie = self.trie

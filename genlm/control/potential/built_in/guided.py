@@ -87,6 +87,8 @@ class GuidedConstraint(CachedRecognizer):
         ValueError: carrying the engine's message, for input the engine rejects.
     """
 
+    cheap_logw_next = True  # one engine mask per distinct state
+
     def __init__(self, llm: Any, kind: str, source: Any, *, cache_size: int = 4096):
         maps = _token_maps(llm)
         if kind not in KINDS:
@@ -247,6 +249,8 @@ class GuidedCoerced(Coerced):
         f: the context map (`b"".join`).
         guided: the engine-backed constraint over the LLM's vocabulary.
     """
+
+    cheap_logw_next = True  # the engine's masks
 
     def __init__(self, potential: Potential, f: Any, guided: GuidedConstraint):
         self.potential, self.f, self.guided = potential, f, guided
