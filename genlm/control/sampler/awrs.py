@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from genlm.control._args import is_int, is_real, reject_bool
 from genlm.control.draw import current_rng, draw_from, draw_many
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
@@ -126,13 +127,19 @@ class AWRS(TokenSampler):
         for name, value in (("potential", potential), ("condition", condition), ("proposal", proposal)):
             if not (value is None and name == "proposal") and not isinstance(value, Potential):
                 raise TypeError(f"AWRS {name} must be a Potential, got {type(value).__name__}")
-        if int(max_accepts) != max_accepts or max_accepts < 1:
+        for name, value in (
+            ("max_accepts", max_accepts),
+            ("max_rejects", max_rejects),
+            ("n_monte_carlo_samples", n_monte_carlo_samples),
+        ):
+            reject_bool(name, value)
+        if not is_int(max_accepts) or max_accepts < 1:
             raise ValueError(f"max_accepts must be an integer ≥ 1, got {max_accepts!r}")
-        if max_rejects != float("inf") and (int(max_rejects) != max_rejects or max_rejects < 1):
+        if max_rejects != float("inf") and not (is_real(max_rejects) and int(max_rejects) == max_rejects and max_rejects >= 1):
             raise ValueError(f"max_rejects must be an integer ≥ 1 or inf, got {max_rejects!r}")
-        if n_monte_carlo_samples is not None and n_monte_carlo_samples < 1:
+        if n_monte_carlo_samples is not None and (not is_int(n_monte_carlo_samples) or n_monte_carlo_samples < 1):
             raise ValueError(
-                f"n_monte_carlo_samples must be ≥ 1 or None, got {n_monte_carlo_samples!r}"
+                f"n_monte_carlo_samples must be an integer ≥ 1 or None, got {n_monte_carlo_samples!r}"
             )
         self.support = Support(potential, condition, proposal)
 
