@@ -106,8 +106,21 @@ def engine_vocab(token_maps: Any) -> EngineVocab:
     return ev
 
 
+# The engine's "forcing" shortcut answers a state whose next bytes are forced with the
+# one longest token that spells them (after " t" in " the.", only "he", not "h"), which
+# drops every other tokenization of the same text from the mask; `prefix` accepts them.
+# With forcing off the mask holds every token that extends the state.
+NO_FORCING = '%llguidance {"no_forcing": true}\n'
+
+
+def _without_forcing(lark: str) -> str:
+    return NO_FORCING + lark
+
+
 def grammar_text(kind: Kind, source: Any) -> str:
-    """The engine's grammar for a regex (engine syntax), a Lark grammar or a JSON schema.
+    """The engine's grammar for a regex (engine syntax), a Lark grammar or a JSON schema,
+    with forcing off (`NO_FORCING`), so that its token masks hold every token the
+    constraint allows.
 
     Raises:
         ValueError: unknown kind, or a schema that is not JSON.
@@ -123,14 +136,17 @@ def grammar_text(kind: Kind, source: Any) -> str:
             )
         try:
             schema = json.loads(source) if isinstance(source, str) else source
-            return llg.LLMatcher.grammar_from_lark(json_lark(schema))
+            return llg.LLMatcher.grammar_from_lark(_without_forcing(json_lark(schema)))
         except (ValueError, TypeError) as e:
             raise ValueError(f"invalid JSON schema: {e}") from None
     if not isinstance(source, str):
         raise TypeError(f"a {kind} grammar must be a str, got {type(source).__name__}")
     if kind == "regex":
-        return llg.LLMatcher.grammar_from_regex(source)
-    return llg.LLMatcher.grammar_from_lark(ascii_classes(source))
+        grammar = json.loads(llg.LLMatcher.grammar_from_regex(source))
+        for g in grammar["grammars"]:
+            g["lark_grammar"] = _without_forcing(g["lark_grammar"])
+        return json.dumps(grammar)
+    return llg.LLMatcher.grammar_from_lark(_without_forcing(ascii_classes(source)))
 
 
 # Options that bring the engine's JSON closer to RFC 8259 (see docs/constraint-engines.md).
