@@ -1,0 +1,85 @@
+"""Particles that end with weight zero, AWRS against the direct sampler, on the embedded model.
+
+Condition: the regex `" [a-z]+( [a-z]+){1,4}\\."` (two to five lowercase words and a
+period) coerced to the LM; prompt "The words are"; N = 8, `max_tokens=25`,
+`ess_threshold=0.5`, seeds 0..11 (96 particles). A particle is dead when its final log
+weight is `-inf`: its sampler found no allowed token (AWRS's search gave up, or the
+allowed mass is zero), or EOS was forced at `max_tokens` before the regex could end.
+
+    python benchmarks/awrs_dead_particles.py [--seeds 12]
+    /tmp/v041/bin/python benchmarks/awrs_dead_particles.py --model /tmp/tinymodel/tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import re
+import time
+
+import numpy as np
+from awrs_common import ENGINES, VERSION, coerce, engine_name, load_llm, run_many, text_of
+
+from genlm.control import AWRS, BoolFSA, direct_token_sampler
+
+PROMPT = "The words are"
+PATTERN = r" [a-z]+( [a-z]+){1,4}\."
+N_PARTICLES = 8
+MAX_TOKENS = 25
+
+
+def count(runs: list) -> tuple[int, int, int, float]:
+    """Dead particles, particles in all, live ones whose text is off the language, mean log_ml."""
+    dead = total = outside = 0
+    for seqs in runs:
+        for context, logw in zip(seqs.contexts, seqs.log_weights):
+            total += 1
+            if logw == -math.inf:
+                dead += 1
+            elif re.fullmatch(PATTERN.encode(), text_of(context)) is None:
+                outside += 1
+    finite = [s.log_ml for s in runs if s.log_ml > -math.inf]
+    return dead, total, outside, float(np.mean(finite)) if finite else -math.inf
+
+
+async def main(args) -> None:
+    llm = load_llm(args.model, PROMPT)
+    fsa = BoolFSA.from_regex(PATTERN)
+    print(
+        f"genlm-control {VERSION}; prompt {PROMPT!r}, N = {N_PARTICLES}, max_tokens = {MAX_TOKENS}, "
+        f"ESS 0.5, seeds 0..{args.seeds - 1}\n"
+    )
+    print(
+        "| sampler | coercion | condition tokens | dead / particles | live off the language | runs with Ẑ = 0 | mean finite log_ml | s |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for engine in ENGINES:
+        condition = coerce(fsa, llm, engine)
+        for name in ("awrs", "direct"):
+            sampler = (
+                AWRS(llm, condition) if name == "awrs" else direct_token_sampler(llm * condition)
+            )
+            start = time.perf_counter()
+            runs = await run_many(
+                sampler,
+                range(args.seeds),
+                n_particles=N_PARTICLES,
+                ess_threshold=0.5,
+                max_tokens=MAX_TOKENS,
+            )
+            seconds = time.perf_counter() - start
+            dead, total, outside, log_ml = count(runs)
+            zero = sum(s.log_ml == -math.inf for s in runs)
+            print(
+                f"| {name} | {engine_name(engine)} | {len(condition.vocab)} | {dead}/{total} | {outside} | "
+                f"{zero}/{len(runs)} | {log_ml:.2f} | {seconds:.0f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
+    asyncio.run(main(parser.parse_args()))
