@@ -29,10 +29,14 @@ N_PARTICLES = 8
 MAX_TOKENS = 25
 
 
-def count(runs: list) -> tuple[int, int, int, float]:
-    """Dead particles, particles in all, live ones whose text is off the language, mean log_ml."""
+def count(runs: list) -> tuple[int, int, int, float, float]:
+    """Dead particles, particles in all, live ones whose text is off the language, mean
+    finite log_ml, and the mean number of distinct strings among a run's live particles."""
     dead = total = outside = 0
+    distinct = []
     for seqs in runs:
+        live = {text_of(c) for c, w in zip(seqs.contexts, seqs.log_weights) if w > -math.inf}
+        distinct.append(len(live))
         for context, logw in zip(seqs.contexts, seqs.log_weights):
             total += 1
             if logw == -math.inf:
@@ -40,7 +44,13 @@ def count(runs: list) -> tuple[int, int, int, float]:
             elif re.fullmatch(PATTERN.encode(), text_of(context)) is None:
                 outside += 1
     finite = [s.log_ml for s in runs if s.log_ml > -math.inf]
-    return dead, total, outside, float(np.mean(finite)) if finite else -math.inf
+    return (
+        dead,
+        total,
+        outside,
+        float(np.mean(finite)) if finite else -math.inf,
+        float(np.mean(distinct)),
+    )
 
 
 async def main(args) -> None:
@@ -51,9 +61,10 @@ async def main(args) -> None:
         f"ESS 0.5, seeds 0..{args.seeds - 1}\n"
     )
     print(
-        "| sampler | coercion | condition tokens | dead / particles | live off the language | runs with Ẑ = 0 | mean finite log_ml | s |"
+        "| sampler | coercion | condition tokens | dead / particles | runs with a dead particle "
+        "| runs with Ẑ = 0 | live off the language | mean finite log_ml | distinct live strings / run | s |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for engine in ENGINES:
         condition = coerce(fsa, llm, engine)
         for name in ("awrs", "direct"):
@@ -69,11 +80,12 @@ async def main(args) -> None:
                 max_tokens=MAX_TOKENS,
             )
             seconds = time.perf_counter() - start
-            dead, total, outside, log_ml = count(runs)
+            dead, total, outside, log_ml, distinct = count(runs)
             zero = sum(s.log_ml == -math.inf for s in runs)
+            some = sum(any(w == -math.inf for w in s.log_weights) for s in runs)
             print(
-                f"| {name} | {engine_name(engine)} | {len(condition.vocab)} | {dead}/{total} | {outside} | "
-                f"{zero}/{len(runs)} | {log_ml:.2f} | {seconds:.0f} |",
+                f"| {name} | {engine_name(engine)} | {len(condition.vocab)} | {dead}/{total} | {some}/{len(runs)} | "
+                f"{zero}/{len(runs)} | {outside} | {log_ml:.2f} | {distinct:.1f} | {seconds:.0f} |",
                 flush=True,
             )
 
