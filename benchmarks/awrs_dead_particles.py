@@ -6,7 +6,7 @@ period) coerced to the LM; prompt "The words are"; N = 8, `max_tokens=25`,
 weight is `-inf`: its sampler found no allowed token (AWRS's search gave up, or the
 allowed mass is zero), or EOS was forced at `max_tokens` before the regex could end.
 
-    python benchmarks/awrs_dead_particles.py [--seeds 12]
+    python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference]
     /tmp/v041/bin/python benchmarks/awrs_dead_particles.py --model /tmp/tinymodel/tiny
 """
 
@@ -53,6 +53,47 @@ def count(runs: list) -> tuple[int, int, int, float, float]:
     )
 
 
+async def reference_run(target, rng: np.random.Generator) -> np.ndarray:
+    """Final log weights of one run of a plain SMC loop with direct draws: each live
+    particle draws `y ∝ target.logw_next(x)` and adds `log Σ_y target.logw_next(x)[y]`,
+    EOS is forced after `MAX_TOKENS - 1` tokens, and the whole population is resampled
+    (multinomial, weights set to their mean) when the ESS falls below N/2."""
+    eos = len(target.vocab_eos) - 1
+    contexts: list[list] = [[] for _ in range(N_PARTICLES)]
+    logw, done = np.zeros(N_PARTICLES), np.zeros(N_PARTICLES, dtype=bool)
+    while not done.all():
+        live = np.flatnonzero(~done)
+        rows = await target.batch_logw_next([contexts[i] for i in live])
+        for i, row in zip(live, rows):
+            row = np.asarray(row.weights)
+            k = eos
+            if len(contexts[i]) < MAX_TOKENS - 1:
+                z = np.logaddexp.reduce(row)
+                p = np.exp(row - z)
+                k = int(rng.choice(len(p), p=p / p.sum()))
+                logw[i] += z
+            else:
+                logw[i] += row[eos]
+            contexts[i] = contexts[i] + [target.vocab_eos[k]]
+            done[i] = k == eos
+        top = np.logaddexp.reduce(logw)
+        if not done.all() and top > -math.inf:
+            w = np.exp(logw - top)
+            if 1.0 / np.sum(w**2) < 0.5 * N_PARTICLES:
+                ancestors = rng.choice(N_PARTICLES, size=N_PARTICLES, p=w / w.sum())
+                contexts, done = [list(contexts[a]) for a in ancestors], done[ancestors]
+                logw = np.full(N_PARTICLES, top - math.log(N_PARTICLES))
+    return logw
+
+
+async def reference_row(llm, fsa, seeds: int) -> str:
+    target = llm * coerce(fsa, llm, ENGINES[-1])
+    finals = [await reference_run(target, np.random.default_rng(1000 + s)) for s in range(seeds)]
+    dead = sum(int(np.sum(f == -math.inf)) for f in finals)
+    some = sum(bool(np.any(f == -math.inf)) for f in finals)
+    return f"| reference loop | {engine_name(ENGINES[-1])} | | {dead}/{N_PARTICLES * seeds} | {some}/{seeds} | | | | | |"
+
+
 async def main(args) -> None:
     llm = load_llm(args.model, PROMPT)
     fsa = BoolFSA.from_regex(PATTERN)
@@ -88,10 +129,15 @@ async def main(args) -> None:
                 f"{zero}/{len(runs)} | {outside} | {log_ml:.2f} | {distinct:.1f} | {seconds:.0f} |",
                 flush=True,
             )
+    if args.reference:
+        print(await reference_row(llm, fsa, args.seeds), flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument(
+        "--reference", action="store_true", help="also run a plain reference SMC loop"
+    )
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     asyncio.run(main(parser.parse_args()))
