@@ -1,0 +1,143 @@
+"""Particles that end with weight zero, AWRS against the direct sampler, on the embedded model.
+
+Condition: the regex `" [a-z]+( [a-z]+){1,4}\\."` (two to five lowercase words and a
+period) coerced to the LM; prompt "The words are"; N = 8, `max_tokens=25`,
+`ess_threshold=0.5`, seeds 0..11 (96 particles). A particle is dead when its final log
+weight is `-inf`: its sampler found no allowed token (AWRS's search gave up, or the
+allowed mass is zero), or EOS was forced at `max_tokens` before the regex could end.
+
+    python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference]
+    /tmp/v041/bin/python benchmarks/awrs_dead_particles.py --model /tmp/tinymodel/tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import re
+import time
+
+import numpy as np
+from awrs_common import ENGINES, VERSION, coerce, engine_name, load_llm, run_many, text_of
+
+from genlm.control import AWRS, BoolFSA, direct_token_sampler
+
+PROMPT = "The words are"
+PATTERN = r" [a-z]+( [a-z]+){1,4}\."
+N_PARTICLES = 8
+MAX_TOKENS = 25
+
+
+def count(runs: list) -> tuple[int, int, int, float, float]:
+    """Dead particles, particles in all, live ones whose text is off the language, mean
+    finite log_ml, and the mean number of distinct strings among a run's live particles."""
+    dead = total = outside = 0
+    distinct = []
+    for seqs in runs:
+        live = {text_of(c) for c, w in zip(seqs.contexts, seqs.log_weights) if w > -math.inf}
+        distinct.append(len(live))
+        for context, logw in zip(seqs.contexts, seqs.log_weights):
+            total += 1
+            if logw == -math.inf:
+                dead += 1
+            elif re.fullmatch(PATTERN.encode(), text_of(context)) is None:
+                outside += 1
+    finite = [s.log_ml for s in runs if s.log_ml > -math.inf]
+    return (
+        dead,
+        total,
+        outside,
+        float(np.mean(finite)) if finite else -math.inf,
+        float(np.mean(distinct)),
+    )
+
+
+async def reference_run(target, rng: np.random.Generator) -> np.ndarray:
+    """Final log weights of one run of a plain SMC loop with direct draws: each live
+    particle draws `y ∝ target.logw_next(x)` and adds `log Σ_y target.logw_next(x)[y]`,
+    EOS is forced after `MAX_TOKENS - 1` tokens, and the whole population is resampled
+    (multinomial, weights set to their mean) when the ESS falls below N/2."""
+    eos = len(target.vocab_eos) - 1
+    contexts: list[list] = [[] for _ in range(N_PARTICLES)]
+    logw, done = np.zeros(N_PARTICLES), np.zeros(N_PARTICLES, dtype=bool)
+    while not done.all():
+        live = np.flatnonzero(~done)
+        rows = await target.batch_logw_next([contexts[i] for i in live])
+        for i, row in zip(live, rows):
+            row = np.asarray(row.weights)
+            k = eos
+            if len(contexts[i]) < MAX_TOKENS - 1:
+                z = np.logaddexp.reduce(row)
+                p = np.exp(row - z)
+                k = int(rng.choice(len(p), p=p / p.sum()))
+                logw[i] += z
+            else:
+                logw[i] += row[eos]
+            contexts[i] = contexts[i] + [target.vocab_eos[k]]
+            done[i] = k == eos
+        top = np.logaddexp.reduce(logw)
+        if not done.all() and top > -math.inf:
+            w = np.exp(logw - top)
+            if 1.0 / np.sum(w**2) < 0.5 * N_PARTICLES:
+                ancestors = rng.choice(N_PARTICLES, size=N_PARTICLES, p=w / w.sum())
+                contexts, done = [list(contexts[a]) for a in ancestors], done[ancestors]
+                logw = np.full(N_PARTICLES, top - math.log(N_PARTICLES))
+    return logw
+
+
+async def reference_row(llm, fsa, seeds: int) -> str:
+    target = llm * coerce(fsa, llm, ENGINES[-1])
+    finals = [await reference_run(target, np.random.default_rng(1000 + s)) for s in range(seeds)]
+    dead = sum(int(np.sum(f == -math.inf)) for f in finals)
+    some = sum(bool(np.any(f == -math.inf)) for f in finals)
+    return f"| reference loop | {engine_name(ENGINES[-1])} | | {dead}/{N_PARTICLES * seeds} | {some}/{seeds} | | | | | |"
+
+
+async def main(args) -> None:
+    llm = load_llm(args.model, PROMPT)
+    fsa = BoolFSA.from_regex(PATTERN)
+    print(
+        f"genlm-control {VERSION}; prompt {PROMPT!r}, N = {N_PARTICLES}, max_tokens = {MAX_TOKENS}, "
+        f"ESS 0.5, seeds 0..{args.seeds - 1}\n"
+    )
+    print(
+        "| sampler | coercion | condition tokens | dead / particles | runs with a dead particle "
+        "| runs with Ẑ = 0 | live off the language | mean finite log_ml | distinct live strings / run | s |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for engine in ENGINES:
+        condition = coerce(fsa, llm, engine)
+        for name in ("awrs", "direct"):
+            sampler = (
+                AWRS(llm, condition) if name == "awrs" else direct_token_sampler(llm * condition)
+            )
+            start = time.perf_counter()
+            runs = await run_many(
+                sampler,
+                range(args.seeds),
+                n_particles=N_PARTICLES,
+                ess_threshold=0.5,
+                max_tokens=MAX_TOKENS,
+            )
+            seconds = time.perf_counter() - start
+            dead, total, outside, log_ml, distinct = count(runs)
+            zero = sum(s.log_ml == -math.inf for s in runs)
+            some = sum(any(w == -math.inf for w in s.log_weights) for s in runs)
+            print(
+                f"| {name} | {engine_name(engine)} | {len(condition.vocab)} | {dead}/{total} | {some}/{len(runs)} | "
+                f"{zero}/{len(runs)} | {outside} | {log_ml:.2f} | {distinct:.1f} | {seconds:.0f} |",
+                flush=True,
+            )
+    if args.reference:
+        print(await reference_row(llm, fsa, args.seeds), flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument(
+        "--reference", action="store_true", help="also run a plain reference SMC loop"
+    )
+    parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
+    asyncio.run(main(parser.parse_args()))

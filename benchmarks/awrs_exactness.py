@@ -1,0 +1,101 @@
+"""E[Ẑ/Z] of the direct sampler and AWRS on the embedded model, against the exact Z.
+
+The target of `tests/sampler/test_exactness_llm.py`: prompt "The value is", the regex
+`" (a|an|the)( (a|an|the)){0,2}\\."` coerced to the LM, `max_tokens=8`, N = 6. For
+each sampler, coercion and ESS threshold, prints the mean of `Ẑ/Z = exp(log_ml - log Z)`
+over seeded runs with its standard error, the median of `Ẑ/Z`, and the
+Ẑ-weighted posterior of the three likeliest strings (exact values in the header).
+
+    python benchmarks/awrs_exactness.py [--runs 240] [--ess 0,0.5]
+    /tmp/v041/bin/python benchmarks/awrs_exactness.py --model /tmp/tinymodel/tiny --log-z -19.0345
+
+Under genlm-control 0.4.1 pass `--log-z` (the exact value this script prints here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from awrs_common import ENGINES, SEEDED, VERSION, coerce, engine_name, load_llm, run_many, text_of
+
+from genlm.control import AWRS, BoolFSA, direct_token_sampler
+
+PROMPT = "The value is"
+PATTERN = r" (a|an|the)( (a|an|the)){0,2}\."
+TOP = (b" an.", b" a.", b" the.")
+
+
+async def exact_target(llm):
+    """`(log Z, posterior)` by enumeration through the automaton's coercion."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "sampler"))
+    from test_exactness_llm import enumerate_target
+
+    condition = BoolFSA.from_regex(PATTERN).coerce(llm, f=b"".join, engine=False)
+    exact = await enumerate_target(llm, condition, 8)
+    return exact.log_z, exact.posterior
+
+
+async def measure(sampler, runs: int, ess: float, log_z: float) -> str:
+    start = time.perf_counter()
+    out = await run_many(sampler, range(runs), n_particles=6, ess_threshold=ess, max_tokens=8)
+    seconds = time.perf_counter() - start
+    ratios = np.array([math.exp(s.log_ml - log_z) for s in out])
+    sigma = ratios.std(ddof=1) / math.sqrt(runs)
+    mass = dict.fromkeys(TOP, 0.0)
+    for seqs in out:
+        n = len(seqs.log_weights)
+        for context, logw in zip(seqs.contexts, seqs.log_weights):
+            text = text_of(context)
+            if text in mass and logw > -math.inf:
+                mass[text] += math.exp(logw - log_z) / (n * runs)
+    posterior = " / ".join(f"{mass[t]:.2f}" for t in TOP)
+    return (
+        f"{ratios.mean():.3f} ± {sigma:.3f} | {np.median(ratios):.3f} | {posterior} | {seconds:.0f}"
+    )
+
+
+async def main(args) -> None:
+    llm = load_llm(args.model, PROMPT)
+    if args.log_z is None:
+        log_z, posterior = await exact_target(llm)
+        exact = " / ".join(f"{posterior[t]:.2f}" for t in TOP)
+        print(f"exact: log Z = {log_z:.4f}; posterior of {' / '.join(map(repr, TOP))} = {exact}")
+    else:
+        log_z = args.log_z
+    print(f"genlm-control {VERSION}, {args.runs} runs, N = 6, max_tokens = 8\n")
+    print(
+        "| sampler | coercion | ESS threshold | E[Ẑ/Z] ± σ | median Ẑ/Z | posterior an. / a. / the. | s |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    fsa = BoolFSA.from_regex(PATTERN)
+    for engine in ENGINES:
+        condition = coerce(fsa, llm, engine)
+        for name in ("direct", "awrs"):
+            sampler = (
+                direct_token_sampler(llm * condition) if name == "direct" else AWRS(llm, condition)
+            )
+            for ess in args.ess:
+                row = await measure(sampler, args.runs, ess, log_z)
+                print(f"| {name} | {engine_name(engine)} | {ess} | {row} |", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=240)
+    parser.add_argument(
+        "--ess", type=lambda s: [float(x) for x in s.split(",")], default=[0.0, 0.5]
+    )
+    parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
+    parser.add_argument(
+        "--log-z", type=float, default=None, help="exact log Z (needed without seeding)"
+    )
+    args = parser.parse_args()
+    if args.log_z is None and not SEEDED:
+        parser.error("--log-z is needed under this genlm-control version")
+    asyncio.run(main(args))

@@ -1,0 +1,276 @@
+"""Exactness of the direct sampler and AWRS on the embedded model, against exact enumeration.
+
+Target: prompt "The value is", `t(x) = LM(x) · c(x)` with `c` the regex
+`" (a|an|the)( (a|an|the)){0,2}\\."` coerced to the LM's tokens, and `max_tokens = 8`:
+SMC draws at most 7 tokens and forces EOS after them with the sampler's
+`logw_eos = t.logw_next(x)[EOS]`, so it targets
+
+    Z = Σ_{|x| ≤ 7} exp(t.prefix(x) + t.logw_next(x)[EOS]) = Σ_{|x| ≤ 7} t.complete(x).
+
+The language is finite (39 strings), so the live token sequences can be enumerated
+breadth first, one batched LM call per level. Each seeded SMC run's `exp(log_ml)` is
+an unbiased estimate of `Z`; over `RUNS` runs the mean of `Ẑ/Z` must be within
+`4σ + 0.05` of 1, with σ the standard error of that mean.
+
+The runs use `ess_threshold=0` (importance sampling, no resampling). With
+resampling (`ess_threshold=0.5`) the estimate is still unbiased but its law on this
+model is too heavy tailed for a mean over a few hundred runs: after "." only EOS is
+allowed and the LM gives it ≈ e^-9, so finished particles are resampled away in favour
+of longer prefixes, most of which never complete; the mean weight they inherit comes
+back only in rare runs (resampling at every step with `max_tokens=4`, one run in 1000
+gave 837·Z). The mean of 1000 runs of the direct sampler at 0.5 is 0.32 ± 0.04 (see
+`benchmarks/awrs_exactness.py`, which reports both settings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
+from genlm.control.embedded import EMBEDDED_MODEL
+
+PROMPT = "The value is"
+PATTERN = r" (a|an|the)( (a|an|the)){0,2}\."
+WORDS = (b"a", b"an", b"the")
+MAX_TOKENS = 8
+RUNS = 240
+GROUP = 60  # runs gathered together: their LM forwards batch
+N_PARTICLES = 6
+
+
+@dataclass(frozen=True)
+class Exact:
+    """The enumerated target.
+
+    Attributes:
+        log_z: `log Z`.
+        sequences: log weight `t.complete(x)` of every token sequence `x` (indices into
+            the LM's `vocab_eos`, EOS left out) of positive weight.
+        posterior: `p(s) = Σ_{x decodes to s} t.complete(x) / Z` per string `s`.
+    """
+
+    log_z: float
+    sequences: dict[tuple[int, ...], float]
+    posterior: dict[bytes, float]
+
+
+def token_bytes(token) -> bytes:
+    return getattr(token, "byte_string", token)
+
+
+def exact_of(llm: PromptedLLM, sequences: dict[tuple[int, ...], float]) -> Exact:
+    log_z = float(np.logaddexp.reduce(list(sequences.values())))
+    posterior: dict[bytes, float] = {}
+    for ids, logw in sequences.items():
+        text = b"".join(token_bytes(llm.vocab_eos[i]) for i in ids)
+        posterior[text] = posterior.get(text, 0.0) + math.exp(logw - log_z)
+    return Exact(log_z, sequences, posterior)
+
+
+async def enumerate_target(llm: PromptedLLM, condition, max_tokens: int, chunk: int = 64) -> Exact:
+    """Every live sequence of at most `max_tokens - 1` tokens, level by level.
+
+    A context `x` at level `k` carries `L(x) = LM.prefix(x)`; it ends with weight
+    `L(x) + LM.logw_next(x)[EOS] + c.logw_next(x)[EOS]` and, below `max_tokens - 1`
+    tokens, extends by every token `y` with `c.logw_next(x)[y] = 0`.
+    """
+    vocab_eos = llm.vocab_eos
+    eos = len(vocab_eos) - 1
+    level: list[tuple[tuple[int, ...], float]] = [((), float(await llm.prefix([])))]
+    ends: dict[tuple[int, ...], float] = {}
+    while level:
+        deeper = []
+        for start in range(0, len(level), chunk):
+            part = level[start : start + chunk]
+            contexts = [[vocab_eos[i] for i in ids] for ids, _ in part]
+            lm_rows, c_rows = await asyncio.gather(
+                llm.batch_logw_next(contexts), condition.batch_logw_next(contexts)
+            )
+            for (ids, logw), lm_row, c_row in zip(part, lm_rows, c_rows):
+                lm_row, c_row = np.asarray(lm_row.weights), np.asarray(c_row.weights)
+                end = logw + lm_row[eos] + c_row[eos]
+                if end > -math.inf:
+                    ends[ids] = float(end)
+                if len(ids) < max_tokens - 1:
+                    allowed = np.flatnonzero(c_row[:eos] > -math.inf)
+                    deeper += [(ids + (int(i),), logw + float(lm_row[i])) for i in allowed]
+        level = deeper
+    return exact_of(llm, ends)
+
+
+def language() -> list[bytes]:
+    """The regex's 39 strings."""
+    return [
+        b"".join(b" " + w for w in words) + b"."
+        for n in (1, 2, 3)
+        for words in itertools.product(WORDS, repeat=n)
+    ]
+
+
+def segmentations(text: bytes, pieces: dict[bytes, list[int]], max_len: int):
+    """Every way to write `text` as at most `max_len` tokens (indices)."""
+    if not text:
+        yield ()
+        return
+    if max_len == 0:
+        return
+    for end in range(1, len(text) + 1):
+        for i in pieces.get(text[:end], ()):
+            for rest in segmentations(text[end:], pieces, max_len - 1):
+                yield (i, *rest)
+
+
+async def brute_force(llm: PromptedLLM, max_tokens: int, chunk: int = 128) -> Exact:
+    """The target from the language and the LM's `batch_complete` alone (no condition)."""
+    pieces: dict[bytes, list[int]] = {}
+    for i, token in enumerate(llm.vocab):
+        pieces.setdefault(token_bytes(token), []).append(i)
+    seqs = [s for text in language() for s in segmentations(text, pieces, max_tokens - 1)]
+    weights: list[float] = []
+    for start in range(0, len(seqs), chunk):
+        part = [[llm.vocab_eos[i] for i in ids] for ids in seqs[start : start + chunk]]
+        weights += [float(w) for w in await llm.batch_complete(part)]
+    return exact_of(llm, dict(zip(seqs, weights)))
+
+
+@pytest.fixture(scope="module")
+def llm() -> PromptedLLM:
+    model = PromptedLLM.from_name(EMBEDDED_MODEL)
+    model.set_prompt_from_str(PROMPT)
+    return model
+
+
+@pytest.fixture(scope="module")
+def conditions(llm):
+    fsa = BoolFSA.from_regex(PATTERN)
+    return {engine: fsa.coerce(llm, f=b"".join, engine=engine) for engine in (None, False)}
+
+
+@pytest.fixture(scope="module")
+def exact(llm, conditions) -> Exact:
+    """The target enumerated through the byte automaton's coercion (see the tests below
+    for why not through the engine's)."""
+    return asyncio.run(enumerate_target(llm, conditions[False], MAX_TOKENS))
+
+
+@pytest.fixture(scope="module")
+def brute(llm) -> Exact:
+    return asyncio.run(brute_force(llm, MAX_TOKENS))
+
+
+async def run_smc(sampler, runs: int, ess_threshold: float, group: int = GROUP) -> list:
+    """`runs` seeded runs, `group` of them gathered at a time."""
+    out = []
+    for start in range(0, runs, group):
+        seeds = range(start, min(start + group, runs))
+        out += await asyncio.gather(
+            *(
+                sampler.smc(
+                    n_particles=N_PARTICLES,
+                    ess_threshold=ess_threshold,
+                    max_tokens=MAX_TOKENS,
+                    seed=s,
+                )
+                for s in seeds
+            )
+        )
+    return out
+
+
+def summarize(runs: list, exact: Exact) -> tuple[np.ndarray, dict[bytes, float], set[bytes]]:
+    """`Ẑ/Z` per run; the Ẑ-weighted mass of each string over `Z`; strings off the language."""
+    ratios = np.array([math.exp(seqs.log_ml - exact.log_z) for seqs in runs])
+    mass: dict[bytes, float] = {}
+    outside: set[bytes] = set()
+    for seqs in runs:
+        for context, logw in zip(seqs.contexts, seqs.log_weights):
+            if logw == -math.inf:
+                continue
+            text = b"".join(token_bytes(t) for t in context[:-1])
+            if re.fullmatch(PATTERN.encode(), text) is None:
+                outside.add(text)
+            share = math.exp(logw - exact.log_z) / (len(seqs.log_weights) * len(runs))
+            mass[text] = mass.get(text, 0.0) + share
+    return ratios, mass, outside
+
+
+def make_sampler(name: str, llm, condition):
+    return direct_token_sampler(llm * condition) if name == "direct" else AWRS(llm, condition)
+
+
+def check_unbiased(runs: list, exact: Exact) -> None:
+    ratios, mass, outside = summarize(runs, exact)
+    sigma = ratios.std(ddof=1) / math.sqrt(len(ratios))
+    top = sorted(exact.posterior, key=exact.posterior.get, reverse=True)[:4]
+    report = ", ".join(f"{s!r}: {mass.get(s, 0.0):.3f} vs {exact.posterior[s]:.3f}" for s in top)
+    print(f"E[Ẑ/Z] = {ratios.mean():.3f} ± {sigma:.3f}; posterior mass {report}")
+    assert not outside, f"strings off the language with positive weight: {sorted(outside)[:5]}"
+    assert abs(ratios.mean() - 1.0) < 4 * sigma + 0.05, (
+        f"E[Ẑ/Z] = {ratios.mean():.3f} ± {sigma:.3f}"
+    )
+
+
+def assert_same_target(got: Exact, want: Exact) -> None:
+    assert got.sequences.keys() == want.sequences.keys()
+    for ids, logw in want.sequences.items():
+        assert got.sequences[ids] == pytest.approx(logw, abs=1e-4)
+
+
+def test_enumeration_matches_brute_force(exact, brute):
+    """The enumeration through the automaton's coercion equals the sum over the
+    language's tokenizations scored by `LM.complete`, and pins the model's values."""
+    assert_same_target(exact, brute)
+    assert len(brute.sequences) == 1497
+    assert exact.log_z == pytest.approx(-19.0345, abs=1e-3)
+    assert exact.posterior[b" an."] == pytest.approx(0.5767, abs=1e-3)
+    assert exact.posterior[b" a."] == pytest.approx(0.3573, abs=1e-3)
+    assert exact.posterior[b" the."] == pytest.approx(0.0582, abs=1e-3)
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="the engine's logw_next drops tokens its prefix allows (e.g. 'h' after ' t' "
+    "when 'he' is allowed): 207 of 1497 sequences, 1.4e-4 of Z",
+)
+def test_engine_enumeration_matches_brute_force(llm, conditions, brute):
+    """`logw_next(x)[y] = prefix(x + [y]) - prefix(x)` holds for the compiled engine's
+    coercion too, so enumerating through its rows finds every tokenization."""
+    assert_same_target(asyncio.run(enumerate_target(llm, conditions[None], MAX_TOKENS)), brute)
+
+
+def test_enumeration_respects_max_tokens(llm, conditions):
+    """With `max_tokens=3` only sequences of at most 2 tokens count: the three one-word
+    strings, each as its word's token and "."."""
+    short = asyncio.run(enumerate_target(llm, conditions[False], 3))
+    brute = asyncio.run(brute_force(llm, 3))
+    assert short.sequences.keys() == brute.sequences.keys()
+    assert all(len(ids) <= 2 for ids in short.sequences)
+    assert set(short.posterior) == {b" a.", b" an.", b" the."}
+    assert short.log_z == pytest.approx(brute.log_z, abs=1e-4)
+
+
+def test_direct_sampler_unbiased_on_embedded_model(llm, conditions, exact):
+    sampler = make_sampler("direct", llm, conditions[None])
+    check_unbiased(asyncio.run(run_smc(sampler, RUNS, ess_threshold=0.0)), exact)
+
+
+AWRS_TODAY = pytest.mark.xfail(
+    strict=False,
+    reason="AWRS's single-draw weights are too skewed here (median w/Z ≈ 0.6, p99 ≈ 6): "
+    "E[Ẑ/Z] = 0.51 ± 0.10 over 240 runs, 1.31 ± 0.37 over 960 (issue 13)",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [None, False], ids=["engine", "automaton"])
+@pytest.mark.parametrize("name", ["direct", pytest.param("awrs", marks=AWRS_TODAY)])
+def test_sampler_unbiased_on_embedded_model(llm, conditions, exact, name, engine):
+    sampler = make_sampler(name, llm, conditions[engine])
+    check_unbiased(asyncio.run(run_smc(sampler, RUNS, ess_threshold=0.0)), exact)
