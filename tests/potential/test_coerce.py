@@ -221,7 +221,13 @@ async def test_a_vectorised_potential_does_not_warn():
 
 async def test_awrs_never_walks_a_prefix_only_condition_and_its_eos_weight_is_the_products():
     class Unwalked(PrefixOnly):
-        pass
+        """PrefixOnly's support as a Boolean condition (AWRS refuses weighted ones)."""
+
+        async def prefix(self, context):
+            return 0.0 if await super().prefix(context) > -math.inf else -math.inf
+
+        async def complete(self, context):
+            return 0.0 if await super().complete(context) > -math.inf else -math.inf
 
     lm = random_tabular(WALK_TOKENS[:6], np.random.default_rng(3), max_len=3, p_zero=0.0)
     condition = Unwalked().coerce(WALK_TOKENS[:6], f=b"".join)
