@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
+import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 
@@ -20,8 +22,16 @@ from genlm.control.sampler.sequence import SMC
 
 SEEDED = "seed" in inspect.signature(SMC.__call__).parameters
 VERSION = version("genlm-control")
-# `engine` of `coerce`: None (the compiled engine where exact) and False (automaton / Earley).
-ENGINES = (None, False) if SEEDED else ("0.4.1",)
+# `engine` of `coerce`: None (the compiled engine where exact), False (automaton / Earley),
+# "search" (the automaton without its cheap rows: AWRS's search path).
+ENGINES = (None, False, "search") if SEEDED else ("0.4.1",)
+AUTOMATON = False if SEEDED else "0.4.1"  # the coercion of the direct sampler's target
+
+
+def samplers_of(engine) -> tuple[str, ...]:
+    """The samplers a coercion is measured with: AWRS only on its search path (the
+    direct sampler's rows through a condition without rows would walk every token)."""
+    return ("awrs",) if engine == "search" else ("direct", "awrs")
 
 
 def load_llm(model: str | None, prompt: str) -> PromptedLLM:
@@ -36,14 +46,21 @@ def load_llm(model: str | None, prompt: str) -> PromptedLLM:
 
 
 def coerce(condition, llm, engine):
-    """`condition.coerce(llm, f=b"".join)` with `engine` where this version has it."""
+    """`condition.coerce(llm, f=b"".join)` with `engine` where this version has it;
+    `"search"`: the automaton's coercion without its cheap rows, so that AWRS takes its
+    search path (see `Searched` in tests/sampler/test_exactness_llm.py)."""
     if engine == "0.4.1":
         return condition.coerce(llm, f=b"".join)
+    if engine == "search":
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "sampler"))
+        from test_exactness_llm import Searched
+
+        return Searched(condition.coerce(llm, f=b"".join, engine=False))
     return condition.coerce(llm, f=b"".join, engine=engine)
 
 
 def engine_name(engine) -> str:
-    return {None: "engine", False: "automaton"}.get(engine, str(engine))
+    return {None: "engine", False: "automaton", "search": "automaton, search path"}.get(engine, str(engine))
 
 
 async def run_many(

@@ -19,7 +19,17 @@ import re
 import time
 
 import numpy as np
-from awrs_common import ENGINES, VERSION, coerce, engine_name, load_llm, run_many, text_of
+from awrs_common import (
+    AUTOMATON,
+    ENGINES,
+    VERSION,
+    coerce,
+    engine_name,
+    load_llm,
+    run_many,
+    samplers_of,
+    text_of,
+)
 
 from genlm.control import AWRS, BoolFSA, direct_token_sampler
 
@@ -87,11 +97,11 @@ async def reference_run(target, rng: np.random.Generator) -> np.ndarray:
 
 
 async def reference_row(llm, fsa, seeds: int) -> str:
-    target = llm * coerce(fsa, llm, ENGINES[-1])
+    target = llm * coerce(fsa, llm, AUTOMATON)
     finals = [await reference_run(target, np.random.default_rng(1000 + s)) for s in range(seeds)]
     dead = sum(int(np.sum(f == -math.inf)) for f in finals)
     some = sum(bool(np.any(f == -math.inf)) for f in finals)
-    return f"| reference loop | {engine_name(ENGINES[-1])} | | {dead}/{N_PARTICLES * seeds} | {some}/{seeds} | | | | | |"
+    return f"| reference loop | {engine_name(AUTOMATON)} | | {dead}/{N_PARTICLES * seeds} | {some}/{seeds} | | | | | |"
 
 
 async def main(args) -> None:
@@ -108,7 +118,7 @@ async def main(args) -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for engine in ENGINES:
         condition = coerce(fsa, llm, engine)
-        for name in ("awrs", "direct"):
+        for name in samplers_of(engine):
             sampler = (
                 AWRS(llm, condition) if name == "awrs" else direct_token_sampler(llm * condition)
             )

@@ -22,7 +22,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-from awrs_common import ENGINES, SEEDED, VERSION, coerce, engine_name, load_llm, run_many, text_of
+from awrs_common import (
+    ENGINES,
+    SEEDED,
+    VERSION,
+    coerce,
+    engine_name,
+    load_llm,
+    run_many,
+    samplers_of,
+    text_of,
+)
 
 from genlm.control import AWRS, BoolFSA, direct_token_sampler
 
@@ -76,7 +86,7 @@ async def main(args) -> None:
     fsa = BoolFSA.from_regex(PATTERN)
     for engine in ENGINES:
         condition = coerce(fsa, llm, engine)
-        for name in ("direct", "awrs"):
+        for name in samplers_of(engine):
             sampler = (
                 direct_token_sampler(llm * condition) if name == "direct" else AWRS(llm, condition)
             )
