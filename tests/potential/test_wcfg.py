@@ -150,6 +150,23 @@ async def test_coerced_onto_the_embedded_vocabulary():
         assert row[tok] == await cfg.prefix(list(b"".join(ctx + [tok])))
 
 
+async def test_coercion_keeps_the_tokens_spelled_in_the_grammars_bytes():
+    """`prune=True` drops the tokens with a byte outside the grammar's terminals
+    (`alphabet`): they have weight zero, so on every token both coercions agree."""
+    vocab = embedded_vocab()
+    cfg, _ = setup("arith")
+    pruned = cfg.coerce(vocab, f=b"".join)
+    full = cfg.coerce(vocab, f=b"".join, prune=False)
+    assert set(pruned.vocab) == {t for t in vocab if set(bytes(t)) <= cfg.alphabet}
+    assert 0 < len(pruned.vocab) < len(vocab) == len(full.vocab)
+    by_bytes = {bytes(t): t for t in vocab}
+    for ctx in ([], [by_bytes[b"("]] if b"(" in by_bytes else []):
+        kept, every = await pruned.logw_next(ctx), await full.logw_next(ctx)
+        assert kept[EOS] == every[EOS]
+        for tok in vocab:
+            assert (kept[tok] if tok in pruned.tables.lookup else -math.inf) == every[tok], tok
+
+
 @pytest.mark.parametrize(
     "text,words",
     [

@@ -162,6 +162,12 @@ class Potential(ABC):
     #: exactly from `potential * condition` with such a condition.
     cheap_logw_next: bool = False
 
+    #: The symbols that can occur in a context of positive weight (None: any token of
+    #: the vocabulary). `coerce(..., prune=True)` drops the target tokens that map onto
+    #: a symbol outside it, which have weight zero anyway: a grammar's coercion onto an
+    #: LM keeps only the tokens spelled in the grammar's terminal bytes.
+    alphabet: frozenset | None = None
+
     # Carried state (optional, synchronous fast path for samplers) -----------
 
     #: Whether `state_of`, `advance` and `logw_next_of` are implemented.

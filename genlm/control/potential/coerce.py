@@ -122,8 +122,9 @@ class SymbolTrie:
 class Coerced(Potential):
     """`Coerced(p, other, f).prefix(xs) = p.prefix(f(xs))`; likewise `complete`.
 
-    Its vocabulary is `other`'s (pruned to tokens whose image lies in `p`'s vocabulary
-    when `prune=True`). When `f` is homomorphic, `logw_next` walks a trie of the
+    Its vocabulary is `other`'s (pruned to tokens whose image lies in `p`'s vocabulary,
+    and in `p.alphabet` where `p` declares one, when `prune=True`). When `f` is
+    homomorphic, `logw_next` walks a trie of the
     tokens' images level by level, asking `p.batch_logw_next` once per level for the
     live nodes only, so dead branches cost nothing.
 
@@ -159,7 +160,8 @@ class Coerced(Potential):
         self.trie = trie if trie is not None else SymbolTrie.build(target_vocab, f)
         inner = potential.tables.lookup
         if prune:
-            keep = [i for i, p in enumerate(self.trie.paths) if all(s in inner for s in p)]
+            live = inner if potential.alphabet is None else potential.alphabet
+            keep = [i for i, p in enumerate(self.trie.paths) if all(s in inner and s in live for s in p)]
             if not keep:
                 raise ValueError(
                     f"no token of the target vocabulary maps into the vocabulary of {potential!r}"

@@ -81,6 +81,8 @@ class WCFG(CachedRecognizer):
         if not isinstance(cache_size, int) or cache_size < 1:
             raise ValueError(f"cache size must be at least 1, got {cache_size}")
         self.cfg = cfg
+        # terminal bytes: a context with any other byte has weight zero
+        self.alphabet = frozenset(v[0] for v in cfg.V)
         self.cache_size = cache_size
         self.max_rules = max_rules or EARLEY_MAX_RULES
         self._model: Earley | None = None
