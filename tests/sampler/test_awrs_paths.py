@@ -180,3 +180,32 @@ async def test_smc_with_a_cheap_condition_repeats_the_direct_sampler_run():
     b = await DirectTokenSampler(p * cond).smc(**args)
     assert a.contexts == b.contexts
     assert np.allclose(a.log_weights, b.log_weights, rtol=1e-12)
+
+
+async def test_the_recursive_search_is_exact_for_one_allowed_token_and_stops_after_it():
+    """One allowed token among 400, of proposal mass 0.05: the default search
+    (`max_accepts=2`, recursive estimator) returns it with the exact weight every time,
+    having checked the tokens drawn before it and one more; the race estimator
+    (`max_accepts=3`) checks all 400 (and EOS) to find a second accept."""
+    n, mass = 400, 0.05
+    vocab = [f"t{i}" for i in range(n)]
+    logq = np.log(np.full(n + 1, (1 - mass) / n))
+    logq[7] = math.log(mass)
+    p = NextTable(vocab, lambda ctx: logq)
+    row = np.full(n + 1, NEG_INF)
+    row[7] = 0.0
+
+    async def run(seed, **kwargs):
+        sampler = on_path("search", p, vocab, lambda ctx: row, seed=seed, autobatch=False, **kwargs)
+        sampler.condition = cond = NextTable(vocab, lambda ctx: row, tables=p.tables)
+        token, logw, _ = await sampler.sample([])
+        assert token == "t7"
+        return logw, cond.calls["prefix"] + cond.calls["complete"]
+
+    checks = []
+    for seed in range(30):
+        logw, n_checks = await run(seed)
+        assert logw == pytest.approx(math.log(mass), abs=1e-9)
+        checks.append(n_checks)
+    assert np.mean(checks) < 100, checks
+    assert [(await run(seed, max_accepts=3))[1] for seed in range(3)] == [n + 1] * 3

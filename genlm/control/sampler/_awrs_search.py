@@ -180,12 +180,13 @@ class _Walk:
 
     A draw of a token drawn before (earlier in the same block) is skipped, so the
     walk sees each token once, in the order of an exponential race. It stops at the
-    `m`-th accept or the `cap`-th reject. `masses[j]` is the mass not yet drawn
-    before the j-th draw; `accepts` and `rejects` hold support positions in order.
+    `m`-th accept or the `cap`-th reject, and with `coin` at the draw after the first
+    accept. `masses[j]` is the mass not yet drawn before the j-th draw; `accepts` and
+    `rejects` hold support positions in order.
     """
 
-    def __init__(self, m: int, cap: float):
-        self.m, self.cap = m, cap
+    def __init__(self, m: int, cap: float, coin: bool = False):
+        self.m, self.cap, self.coin = m, cap, coin
         self.accepts: list[int] = []
         self.accept_at: list[int] = []  # the draw (index into `masses`) of each accept
         self.rejects = 0
@@ -204,12 +205,13 @@ class _Walk:
             mass -= p
             if mass < _CANCEL * start:  # summed afresh: no digits lost to cancellation
                 mass = start = pool.rest(list(seen))
+            after_accept = self.coin and bool(self.accepts)
             if allowed:
                 self.accepts.append(i)
                 self.accept_at.append(len(self.masses) - 1)
             else:
                 self.rejects += 1
-            if len(self.accepts) >= self.m or self.rejects >= self.cap:
+            if len(self.accepts) >= self.m or self.rejects >= self.cap or after_accept:
                 self.done = True
                 break
         pool.remove_many(list(seen))
@@ -218,8 +220,7 @@ class _Walk:
         """`python` in a few array passes (falls back to it where masses cancel)."""
         first = np.sort(np.unique(block, return_index=True)[1])
         allowed = ok[first]
-        hits, misses = np.cumsum(allowed), np.cumsum(~allowed)
-        stop = np.flatnonzero((hits >= self.m - len(self.accepts)) | (misses >= self.cap - self.rejects))
+        stop = self._stops(allowed)
         end = int(stop[0]) + 1 if len(stop) else len(first)
         first, allowed = first[:end], allowed[:end]
         before = mass - np.concatenate(([0.0], np.cumsum(chosen[first])[:-1]))
@@ -233,6 +234,15 @@ class _Walk:
         self.done = bool(len(stop))
         pool.remove_many(drawn.tolist())
 
+    def _stops(self, allowed: np.ndarray) -> np.ndarray:
+        """The positions among the next draws (accepted or not, in order) where the
+        stopping rule holds."""
+        hits, misses = np.cumsum(allowed), np.cumsum(~allowed)
+        stop = (hits >= self.m - len(self.accepts)) | (misses >= self.cap - self.rejects)
+        if self.coin:  # a draw with an accept before it
+            stop |= len(self.accepts) + hits - allowed >= 1
+        return np.flatnonzero(stop)
+
     def race(self, live: np.ndarray, ok: np.ndarray, pool: _Pool, choose: _Chooser) -> None:
         """Finish the walk at once, knowing which live entries are allowed: the rest
         of the arrival order is the order of independent clocks `T_i ~ Exp(q_i)`
@@ -242,8 +252,7 @@ class _Walk:
         order = np.argsort(choose.rng.standard_exponential(len(live)) / probs, kind="stable")
         chosen, flags = probs[order], ok[order]
         before = np.cumsum(chosen[::-1])[::-1]  # the live mass not yet arrived, summed exactly
-        hits, misses = np.cumsum(flags), np.cumsum(~flags)
-        stop = np.flatnonzero((hits >= self.m - len(self.accepts)) | (misses >= self.cap - self.rejects))
+        stop = self._stops(flags)
         end = int(stop[0]) + 1 if len(stop) else len(order)
         self.accept_at.extend((len(self.masses) + np.flatnonzero(flags[:end])).tolist())
         self.masses.extend(before[:end].tolist())

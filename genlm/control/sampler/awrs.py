@@ -31,6 +31,21 @@ Adaptive Weighted Rejection Sampling"). Three paths, by what the condition tells
    gives `Ẑ = [the first draw was allowed]`; `proper_weights=False` stops at the first
    accept and returns `Ẑ = M` at it (exact token, biased weight).
 
+With the default `max_accepts = 2` (no reject cap, no Monte Carlo), the search stops
+instead at the draw after the first accept `x` and uses the recursive estimator of the
+AWRS paper: with `M` the mass not yet drawn when `x` is drawn (one minus the rejected
+mass) and `z` the next draw,
+
+    Ẑ = q_x + (M - q_x) · [z allowed]   (that is, M if z is allowed, else q_x).
+
+It is properly weighted: for a pool `P` of mass `M` and `S(P) = Σ_{a ∈ A∩P} q_a f(a)`,
+a first draw `y ∉ A` leaves the pool `P∖y`, and a first draw `y ∈ A` gives
+`E[Ẑ] = q_y + (M - q_y) q(A∩P∖y)/(M - q_y) = q(A∩P)`, so by induction over pools
+`E[Ẑ f(x)] = Σ_{y ∉ A} (q_y/M) S(P) + q(A∩P)/M · S(P) = S(P)`. It checks one token
+past the first accept (the race estimator checks up to a second accept, which can be
+far when the other allowed tokens are rare), and where one allowed token hides among
+rejects it is exact (`z` is never allowed, `Ẑ = q_x`).
+
 When the condition answers a set of tokens in one call (`allowed_next`), draws are
 checked in blocks and a long search finishes by the race over the remaining tokens;
 both leave the law above unchanged (see `AWRS.search`).
@@ -92,7 +107,9 @@ class AWRS(TokenSampler):
         proper_weights: return the unbiased weight (see the module docstring);
             when False, stop at the first accept and return `w(x)/q(x) · M` (exact
             token, biased weight).
-        max_accepts: the search stops at this many accepts `m ≥ 1`.
+        max_accepts: the search stops at this many accepts `m ≥ 1`; with the default
+            `m = 2` (no `max_rejects`, no `n_monte_carlo_samples`) it stops at the draw
+            after the first accept instead and weighs by the recursive estimator.
         max_rejects: the search stops at this many rejects (`inf`: none); bounds the
             condition checks of a search at the price of a zero weight when no
             token was accepted before.
@@ -153,6 +170,13 @@ class AWRS(TokenSampler):
         self.prune_logws = prune_logws
         self.proper_weights = proper_weights
         self.max_accepts = int(max_accepts)
+        # the recursive estimator: one coin flip after the first accept (module docstring)
+        self.recursive = (
+            proper_weights
+            and self.max_accepts == 2
+            and max_rejects == float("inf")
+            and n_monte_carlo_samples is None
+        )
         self.max_rejects = max_rejects
         self.n_monte_carlo_samples = n_monte_carlo_samples
         self.exact = bool(condition.cheap_logw_next)
@@ -304,7 +328,7 @@ class AWRS(TokenSampler):
         """
         pool = _Pool(probs)
         m = self.max_accepts if self.proper_weights else 1
-        walk = _Walk(m, self.max_rejects if self.proper_weights else float("inf"))
+        walk = _Walk(m, self.max_rejects if self.proper_weights else float("inf"), coin=self.recursive)
         batched = self._allowed_next is not None
         size = self.block_size if batched else 1
         checks = 0
@@ -338,6 +362,10 @@ class AWRS(TokenSampler):
             return walk.accepts[0], math.log(walk.masses[walk.accept_at[0]])
         if self.max_accepts == 1:
             return walk.accepts[0], 0.0 if walk.accept_at[0] == 0 else NEG_INF
+        if walk.coin:
+            x, k = walk.accepts[0], walk.accept_at[0]
+            heads = len(walk.accept_at) > 1 and walk.accept_at[1] == k + 1
+            return x, math.log(walk.masses[k] if heads else float(probs[x]))
         included = walk.accepts[: self.max_accepts - 1]
         q = probs[included]
         if not walk.done:  # every token was checked: A is known
