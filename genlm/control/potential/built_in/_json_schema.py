@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from genlm.control.potential.built_in._json_guard import check_document, no_retrieval_registry
 from genlm.control.potential.built_in._json_number import Bounds, reachable
 from genlm.control.potential.built_in._json_string import Pattern
 
@@ -99,17 +100,20 @@ def _any_node() -> Node:
 class Compiler:
     """Compiles one root schema (see `compile_schema`)."""
 
-    def __init__(self, root: Any):
+    def __init__(self, root: Any, local: dict[str, str] | None = None):
         from jsonschema.validators import validator_for
 
         self.root = root
-        self.validator = validator_for(root)(root)
+        self.local = local or {}
+        self.validator = validator_for(root)(root, registry=no_retrieval_registry())
+        self.inlining: list[str] = []
         self.refs: dict[str, Node] = {}
         self.pending: list[tuple[Node, Any, str]] = []
         self.any = _any_node()
         self.nodes: list[Node] = [self.any]
 
     def resolve(self, ref: str, where: str) -> Any:
+        ref = self.local.get(ref, ref)
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise ValueError(f"$ref {ref!r} at {where} is not a local reference ('#...')")
         target = self.root
@@ -140,10 +144,7 @@ class Compiler:
             rest = _assertions(schema, "$ref")
             if not rest:
                 return self._ref(schema["$ref"], where)
-            target = self.resolve(schema["$ref"], where)
-            if target is False:
-                return self._new(())
-            return self.node(_merge(rest, {} if target is True else target, "$ref", where), where)
+            return self._inline_ref(schema["$ref"], rest, where)
         if "anyOf" in schema:
             rest = _assertions(schema, "anyOf")
             alts = []
@@ -156,6 +157,23 @@ class Compiler:
         if "enum" in schema or "const" in schema:
             return self._new(self._enum(schema, where))
         return self._new(tuple(self._typed(schema, where)))
+
+    def _inline_ref(self, ref: str, rest: dict, where: str) -> Node:
+        """`$ref` with sibling assertions: the target merged with them, compiled in place
+        (a cycle of such refs has no finite expansion and is refused)."""
+        if ref in self.inlining:
+            raise ValueError(
+                f"$ref {ref!r} at {where} refers back to itself through $refs with sibling "
+                "keywords; such a cycle is not supported"
+            )
+        target = self.resolve(ref, where)
+        if target is False:
+            return self._new(())
+        self.inlining.append(ref)
+        try:
+            return self.node(_merge(rest, {} if target is True else target, "$ref", where), where)
+        finally:
+            self.inlining.pop()
 
     def _ref(self, ref: str, where: str) -> Node:
         node = self.refs.get(ref)
@@ -374,12 +392,13 @@ def compile_schema(schema: Any) -> Node:
 
     if not isinstance(schema, (dict, bool)):
         raise TypeError(f"a JSON schema is a dict or a bool, got {type(schema).__name__}")
+    local = check_document(schema)
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as e:
         path = "/".join(str(p) for p in e.path)
         raise ValueError(f"invalid JSON schema at '#/{path}': {e.message}") from None
-    top = Compiler(schema).run()
+    top = Compiler(schema, local).run()
     if not top.alts:
         raise ValueError("the JSON schema accepts no document")
     return top

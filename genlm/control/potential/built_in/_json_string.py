@@ -96,21 +96,41 @@ class Pattern:
         need = max(0, min_len - count)
         if max_len is None and need == 0:
             return True
-        last = need + 4 * len(self.arcs) if max_len is None else max_len - count
+        last = None if max_len is None else max_len - count
         key = (q, need, last)
         hit = self._lengths.get(key)
         if hit is None:
             hit = self._lengths[key] = self._search(q, need, last)
         return hit
 
-    def _search(self, q: int, need: int, last: int) -> bool:
-        layer = self._closure({q})
-        for d in range(last + 1):
-            if d >= need and layer & self.finals:
-                return True
-            layer = self._closure({t for s in layer for b, t in self.arcs[s].items() if not 0x80 <= b < 0xC0})
-            if not layer:
+    def _search(self, q: int, need: int, last: int | None) -> bool:
+        """Whether `L_d ∩ finals ≠ ∅` for some `need ≤ d ≤ last` (None: no upper end),
+        where `L_0 = closure({q})` and `L_{d+1}` = the states one code point after `L_d`.
+
+        `L_d` is a function of `L_{d-1}`, so the layers repeat with some period `p` from
+        some `d0` on; the walk stops at the first repeat and reads every later `d`
+        off the cycle (`L_d = L_{d0 + (d - d0) mod p}`), so its cost is the number of
+        distinct layers, not `need` or `last` (which may be 10**9)."""
+        layer, first, hits = self._closure({q}), {}, []
+        d = 0
+        while layer not in first:
+            if last is not None and d > last:
                 return False
+            hit = bool(layer & self.finals)
+            if hit and d >= need:
+                return True
+            first[layer] = d
+            hits.append(hit)
+            layer = self._closure({t for s in layer for b, t in self.arcs[s].items() if not 0x80 <= b < 0xC0})
+            d += 1
+        d0 = first[layer]
+        period = d - d0
+        lo = max(need, d)
+        for r in range(period):
+            if hits[d0 + r]:
+                k = lo + (d0 + r - lo) % period  # the first d ≥ lo on this phase of the cycle
+                if last is None or k <= last:
+                    return True
         return False
 
     def _closure(self, states: set) -> frozenset:
