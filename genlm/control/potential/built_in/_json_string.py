@@ -43,12 +43,18 @@ class Pattern:
 
     @classmethod
     def compile(cls, pattern: str, where: str = "#") -> "Pattern":
+        """Raises:
+            ValueError: an invalid pattern, or one whose estimated automaton size
+                (`pattern_size`) exceeds `MAX_PATTERN_SIZE`, checked before building it.
+        """
         body, head, tail = _anchors(pattern, where)
         full = ("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*")
         try:
             initial, finals, arcs = byte_dfa(full)
         except ValueError as e:
             raise ValueError(f"pattern {pattern!r} at {where}: {e}") from None
+        except RecursionError:
+            raise ValueError(f"pattern {pattern!r} at {where} is nested too deeply") from None
         ids = {s: i for i, s in enumerate([initial, *(s for s in arcs if s != initial)])}
         table = [{} for _ in ids]
         for s, out in arcs.items():
@@ -152,8 +158,20 @@ def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:
         parsed = sre_parse.parse(pattern)
     except re.error as e:
         raise ValueError(f"invalid pattern {pattern!r} at {where}: {e}") from None
+    except RecursionError:
+        raise ValueError(f"pattern at {where} is nested too deeply") from None
+    except OverflowError as e:
+        raise ValueError(f"invalid pattern {_short(pattern)} at {where}: {e}") from None
     items = list(parsed)
     head = bool(items) and items[0] == (sre_constants.AT, sre_constants.AT_BEGINNING)
+    size = pattern_size(parsed) * (1 if head else 2)  # a search also tracks every start
+    if size > MAX_PATTERN_SIZE:
+        raise ValueError(
+            f"pattern {_short(pattern)} at {where} is too large to compile: its automaton has "
+            f"about {size} positions (limit MAX_PATTERN_SIZE = {MAX_PATTERN_SIZE}; a repeat "
+            "counts once per copy, a class with non-ASCII characters 10 times, twice "
+            "without a leading ^)"
+        )
     tail = bool(items) and items[-1] == (sre_constants.AT, sre_constants.AT_END)
     body = pattern[1 if head else 0:]
     if tail:
@@ -161,6 +179,61 @@ def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:
             raise ValueError(f"pattern {pattern!r} at {where}: unsupported end anchor")
         body = body[:-1]
     return body, head, tail
+
+
+MAX_PATTERN_SIZE = 400
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT)
+_POSSESSIVE = getattr(sre_constants, "POSSESSIVE_REPEAT", None)
+_ATOMIC = getattr(sre_constants, "ATOMIC_GROUP", None)
+_ASCII_CATEGORIES = (sre_constants.CATEGORY_DIGIT, sre_constants.CATEGORY_WORD,
+                     sre_constants.CATEGORY_SPACE)
+
+
+def pattern_size(parsed) -> int:
+    """The positions of `parsed`'s automaton once counted repeats are unrolled:
+    Σ over atoms of `weight · copies`, where an atom matching only ASCII weighs 1,
+    one that matches non-ASCII characters 10 (their UTF-8 bytes take more states),
+    and `copies` multiplies the upper count (the lower one when unbounded) of every
+    enclosing repeat. The walk is iterative and its total is capped, so it costs
+    O(len(pattern))."""
+    total = 0
+    stack = [(list(parsed), 1)]
+    while stack and total <= MAX_PATTERN_SIZE:
+        items, copies = stack.pop()
+        for op, arg in items:
+            if op in _REPEATS or (_POSSESSIVE is not None and op == _POSSESSIVE):
+                lo, hi, sub = arg
+                n = lo if hi == sre_constants.MAXREPEAT else hi
+                stack.append((list(sub), copies * max(1, min(n, MAX_PATTERN_SIZE + 1))))
+            elif op == sre_constants.SUBPATTERN:
+                stack.append((list(arg[-1]), copies))
+            elif op == sre_constants.BRANCH:
+                stack.extend((list(b), copies) for b in arg[1])
+            elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+                stack.append((list(arg[1]), copies))
+            elif op == _ATOMIC:
+                stack.append((list(arg), copies))
+            elif op != sre_constants.AT:
+                total += copies * _weight(op, arg)
+    return total
+
+
+def _weight(op, arg) -> int:
+    if op == sre_constants.LITERAL:
+        return 1 if arg < 0x80 else 10
+    if op == sre_constants.IN:
+        ascii_only = all(
+            (o == sre_constants.LITERAL and a < 0x80)
+            or (o == sre_constants.RANGE and a[1] < 0x80)
+            or (o == sre_constants.CATEGORY and a in _ASCII_CATEGORIES)
+            for o, a in arg
+        )
+        return 1 if ascii_only else 10
+    return 10  # ANY, NOT_LITERAL, a category, a backreference: non-ASCII characters
+
+
+def _short(pattern: str) -> str:
+    return repr(pattern) if len(pattern) <= 40 else repr(pattern[:37] + "...")
 
 
 @dataclass(frozen=True)
