@@ -28,6 +28,7 @@ ASSERTIONS = frozenset(
      "maxLength", "pattern", "items", "minItems", "maxItems", "$ref"}
 )
 TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
+MAX_ENUM_NUMBERS = 2000  # number prefixes are checked against each allowed value
 
 
 class Node:
@@ -193,8 +194,15 @@ class Compiler:
         if "enum" in schema and "const" in schema:
             values = [v for v in values if _json_equal(v, schema["const"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        check = self.validator.evolve(schema=rest)
-        values = [v for v in values if check.is_valid(v)]
+        if any(k in ASSERTIONS for k in rest):  # else every value stays
+            check = self.validator.evolve(schema=rest)
+            values = [v for v in values if check.is_valid(v)]
+        numbers = sum(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if numbers > MAX_ENUM_NUMBERS:
+            raise ValueError(
+                f"enum at {where} has {numbers} numbers, more than MAX_ENUM_NUMBERS = "
+                f"{MAX_ENUM_NUMBERS} (each number prefix is checked against each of them)"
+            )
         types = schema.get("type")
         types = [types] if isinstance(types, str) else types
         integer = bool(types) and "integer" in types and "number" not in types
@@ -398,6 +406,10 @@ def compile_schema(schema: Any) -> Node:
     except SchemaError as e:
         path = "/".join(str(p) for p in e.path)
         raise ValueError(f"invalid JSON schema at '#/{path}': {e.message}") from None
+    except RecursionError:  # `re.compile` of a deeply nested `pattern` (format "regex")
+        raise ValueError("invalid JSON schema: a pattern is nested too deeply to compile") from None
+    except OverflowError as e:  # `re.compile` of a repeat count beyond 2**32
+        raise ValueError(f"invalid JSON schema: a pattern is too large to compile ({e})") from None
     top = Compiler(schema, local).run()
     if not top.alts:
         raise ValueError("the JSON schema accepts no document")
