@@ -90,7 +90,7 @@ def test_every_row_is_documented():
     doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "bad-input.md")
     with open(doc, encoding="utf-8") as f:
         text = f.read()
-    missing = [r[0] for r in ROWS + VALUE_ROWS if f"`{r[0]}`" not in text]
+    missing = [r[0] for r in ROWS + VALUE_ROWS + ENGINE_ROWS if f"`{r[0]}`" not in text]
     assert not missing, f"rows without a line in docs/bad-input.md: {missing}"
 
 
@@ -190,3 +190,27 @@ def test_schema_handling_never_touches_network_or_files():
     assert result["seen"] == []
     assert len(result["errors"]) == 4
     assert all("does not point inside the schema" in e for e in result["errors"]), result["errors"]
+
+
+# The engine's own entry point checks the schema the same way ---------------------------
+
+ENGINE_ROWS = [
+    ("constrain-schema-key-int", {"properties": {1: {}}}, TypeError, "key 1 at #/properties"),
+    ("constrain-schema-nan", {"enum": [float("nan")]}, ValueError, "not finite"),
+    ("constrain-schema-ref-http", {"$ref": "http://127.0.0.1:9/x.json"}, ValueError,
+     "does not point inside the schema"),
+]
+
+
+@pytest.fixture(scope="module")
+def mock_llm():
+    from genlm.control import PromptedLLM
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="mock")
+
+
+@pytest.mark.parametrize("schema, err, match", [r[1:] for r in ENGINE_ROWS], ids=[r[0] for r in ENGINE_ROWS])
+def test_llm_constrain_checks_the_schema(mock_llm, schema, err, match):
+    with pytest.raises(err, match=match):
+        mock_llm.constrain(json_schema=schema)
