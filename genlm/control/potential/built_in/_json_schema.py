@@ -10,11 +10,11 @@ still be completed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from genlm.control.potential.built_in._json_guard import check_document, no_retrieval_registry
+from genlm.control.potential.built_in._json_nodes import Arr, Lit, Node, Num, Obj, Str
 from genlm.control.potential.built_in._json_number import Bounds, reachable
 from genlm.control.potential.built_in._json_string import Pattern
 
@@ -29,64 +29,6 @@ ASSERTIONS = frozenset(
 )
 TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
 MAX_ENUM_NUMBERS = 2000  # number prefixes are checked against each allowed value
-
-
-class Node:
-    """A schema: the union of `alts` (identity-hashed; filled after construction)."""
-
-    __slots__ = ("alts", "__weakref__")
-
-    def __init__(self, alts: tuple = ()):
-        self.alts = alts
-
-    def __repr__(self) -> str:
-        return f"Node({len(self.alts)} alternatives)"
-
-
-@dataclass(frozen=True, eq=False)
-class Lit:
-    """`true`, `false` or `null`, spelled exactly."""
-
-    text: bytes
-
-
-@dataclass(frozen=True, eq=False)
-class Num:
-    """A number in `bounds`; `integer`: no fraction or exponent in the spelling;
-    `values`: the allowed values (exact decimals), or None for any."""
-
-    integer: bool
-    bounds: Bounds
-    values: tuple | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Str:
-    """A string of `min_len..max_len` code points matching `pattern`, or one of `values`."""
-
-    min_len: int = 0
-    max_len: int | None = None
-    pattern: Pattern | None = None
-    values: frozenset | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Obj:
-    """An object: known `props`, `required` names, `additional` (None: no other keys)."""
-
-    props: dict
-    required: frozenset
-    additional: Node | None
-
-
-@dataclass(frozen=True, eq=False)
-class Arr:
-    """An array of `items` (`min_items..max_items` of them), or exactly `fixed` items."""
-
-    items: Node | None
-    min_items: int = 0
-    max_items: int | None = None
-    fixed: tuple | None = None
 
 
 def _any_node() -> Node:
