@@ -206,7 +206,7 @@ def llm():
     from genlm.control import PromptedLLM
     from genlm.control.embedded import EMBEDDED_MODEL
 
-    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="mock")
 
 
 def test_coerce_takes_the_engine_only_where_exact(llm, caplog):

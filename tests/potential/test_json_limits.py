@@ -73,3 +73,17 @@ async def test_id_relative_refs_resolve_inside_the_document():
     assert await p.complete(list(b'["a"]')) == float("-inf")
     same = {**schema, "items": {"$ref": "https://ex.com/dir/s.json#/$defs/n"}}
     assert await JsonSchema(same).complete(list(b"[3]")) == 0.0
+
+
+def test_the_validators_registry_refuses_to_retrieve():
+    from referencing.exceptions import Unresolvable
+
+    from genlm.control.potential.built_in._json_schema import Compiler
+
+    check = Compiler({"type": "integer"}).validator.evolve(schema={"$ref": "http://127.0.0.1:9/x.json"})
+    with pytest.raises(Unresolvable) as info:
+        check.is_valid(1)
+    cause = info.value
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    assert "does not retrieve 'http://127.0.0.1:9/x.json'" in str(cause)

@@ -148,7 +148,7 @@ AUDIT = textwrap.dedent(
     from genlm.control import AWRS, JsonSchema, PromptedLLM
     from genlm.control.embedded import EMBEDDED_MODEL
 
-    llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+    llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="mock")
     SAFE = [{"type": "array", "items": {"type": "integer"}},
             {"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"}},
              "required": ["a"]},
