@@ -110,6 +110,19 @@ def _no_repeated(declared):
     return hook
 
 
+def _decimal(text: str) -> Decimal:
+    """The exact value; an exponent beyond what Decimal reads (|E| ≥ 10**18) as ±10**17,
+    which orders the same against every schema number."""
+    mant, e, exp = text.lower().partition("e")
+    if e and len(exp.lstrip("+-").lstrip("0")) > 17:
+        exp = ("-" if exp.startswith("-") else "") + "1" + "0" * 17
+    return Decimal(mant + e + exp)
+
+
+def _decimal_int(text: str) -> int | Decimal:
+    return int(text) if len(text) < 4000 else Decimal(text)
+
+
 def _reject(name):
     raise ValueError(name)
 
@@ -131,7 +144,7 @@ def reference_valid(schema, doc: bytes) -> bool:
     try:
         value = json.loads(
             doc.decode("utf-8"), object_pairs_hook=_no_repeated(_declared(schema)),
-            parse_float=Decimal, parse_constant=_reject,
+            parse_float=_decimal, parse_int=_decimal_int, parse_constant=_reject,
         )
     except ValueError:
         return False
