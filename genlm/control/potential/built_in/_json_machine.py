@@ -153,9 +153,10 @@ def _value_node(alt: Obj, key: str | None) -> Node | None:
 
 
 def _key_spec(alt: Obj, seen: frozenset) -> KeySpec | None:
-    """The keys that can still be added (None: none can)."""
+    """The keys that can still be added (None: none can). A key named in `properties`
+    or `required` may appear once per object."""
     if alt.additional is not None and alt.additional.alts:
-        return KeySpec(None, seen, frozenset(alt.props))
+        return KeySpec(None, seen, frozenset(alt.props) | alt.required)
     names = frozenset(k for k, n in alt.props.items() if n.alts and k not in seen)
     return KeySpec(names, seen) if names else None
 
@@ -216,7 +217,8 @@ def _string(top: SFrame, below: tuple, b: int) -> list[tuple]:
 def _close_key(top: SFrame, below: tuple) -> list[tuple]:
     parent = below[-1]
     key, spec = top.text, top.spec
-    if key is None or key not in parent.alt.props:  # an undeclared key
+    if key is None or (key not in parent.alt.props and key not in parent.alt.required):
+        # a key neither declared nor required: any number of times
         if _value_node(parent.alt, None) is None:
             return []
         return [below[:-1] + (parent._replace(phase=KEY, key=None),)]

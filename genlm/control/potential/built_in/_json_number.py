@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import NamedTuple
 
 DIGITS = frozenset(b"0123456789")
+_HUGE = 1100  # digits: more than any schema number has (see _json_guard.MAX_INT_DIGITS)
 NUMBER_START = frozenset(b"-0123456789")
 
 
@@ -51,9 +52,19 @@ def is_complete(text: str) -> bool:
     return bool(text) and text[-1].isdigit()
 
 
+def exact_value(text: str) -> Decimal:
+    """The value of a complete number spelling. An exponent of more than 17 digits
+    (beyond what `Decimal` reads) is clamped to `±10**17`: that moves the value but
+    not its order against any schema number (those have under 1100 digits)."""
+    mant, e, exp = text.lower().partition("e")
+    if e and len(exp.lstrip("+-").lstrip("0")) > 17:
+        exp = ("-" if exp.startswith("-") else "") + "1" + "0" * 17
+    return Decimal(mant + e + exp)
+
+
 def value_ok(text: str, num) -> bool:
     """Whether the complete number `text` is allowed by `num`."""
-    d = Decimal(text)
+    d = exact_value(text)
     if num.values is not None:
         return any(d == v for v in num.values)
     return _in(d, num.bounds)
@@ -91,6 +102,8 @@ def _magnitude(t: str, integer: bool, b: Bounds) -> bool:
         mant, _, exp = low.partition("e")
         return _with_exponent(Decimal(mant.rstrip(".") or "0"), exp, b)
     whole, _, frac = t.partition(".")
+    if integer and len(whole) > _HUGE:  # beyond every schema number
+        return b.hi is None
     if integer:
         if whole == "":
             return _ints_meet(None, b)
@@ -156,13 +169,22 @@ def _decades_meet(digits: str, b: Bounds) -> bool:
         return b.hi > 0
     if b.hi.adjusted() - b.lo.adjusted() >= 3:  # a whole decade lies inside
         return True
-    n, top = len(digits), tuple(int(c) for c in str(int(digits) + 1))
+    n, top = len(digits), tuple(int(c) for c in _successor(digits))
     low = tuple(int(c) for c in digits)
     for k in range(b.lo.adjusted() - 1, b.hi.adjusted() + 3):
         lo, hi = Decimal((0, low, k - n)), Decimal((0, top, k - n))
         if _meets(lo, True, hi, False, b):
             return True
     return False
+
+
+def _successor(digits: str) -> str:
+    """The decimal digits of `int(digits) + 1`, without converting (no digit limit)."""
+    head = digits.rstrip("9")
+    zeros = "0" * (len(digits) - len(head))
+    if not head:
+        return "1" + zeros
+    return head[:-1] + str(int(head[-1]) + 1) + zeros
 
 
 def _exponent_range(m: Decimal, b: Bounds) -> tuple[int | None, int | None, bool]:
@@ -212,6 +234,8 @@ def _with_exponent(m: Decimal, exp: str, b: Bounds) -> bool:
     else:
         u, v = (0 if e_lo is None else max(0, e_lo)), e_hi
     rest = digits.lstrip("0")
+    if len(rest) > 40:  # beyond every exponent that can matter (|E| < 2300)
+        return v is None
     return _prefixed_ints_meet(int(rest) if rest else None, u, v)
 
 

@@ -10,10 +10,11 @@ still be completed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from genlm.control.potential.built_in._json_guard import check_document, no_retrieval_registry
+from genlm.control.potential.built_in._json_nodes import Arr, Lit, Node, Num, Obj, Str
 from genlm.control.potential.built_in._json_number import Bounds, reachable
 from genlm.control.potential.built_in._json_string import Pattern
 
@@ -27,64 +28,7 @@ ASSERTIONS = frozenset(
      "maxLength", "pattern", "items", "minItems", "maxItems", "$ref"}
 )
 TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
-
-
-class Node:
-    """A schema: the union of `alts` (identity-hashed; filled after construction)."""
-
-    __slots__ = ("alts", "__weakref__")
-
-    def __init__(self, alts: tuple = ()):
-        self.alts = alts
-
-    def __repr__(self) -> str:
-        return f"Node({len(self.alts)} alternatives)"
-
-
-@dataclass(frozen=True, eq=False)
-class Lit:
-    """`true`, `false` or `null`, spelled exactly."""
-
-    text: bytes
-
-
-@dataclass(frozen=True, eq=False)
-class Num:
-    """A number in `bounds`; `integer`: no fraction or exponent in the spelling;
-    `values`: the allowed values (exact decimals), or None for any."""
-
-    integer: bool
-    bounds: Bounds
-    values: tuple | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Str:
-    """A string of `min_len..max_len` code points matching `pattern`, or one of `values`."""
-
-    min_len: int = 0
-    max_len: int | None = None
-    pattern: Pattern | None = None
-    values: frozenset | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Obj:
-    """An object: known `props`, `required` names, `additional` (None: no other keys)."""
-
-    props: dict
-    required: frozenset
-    additional: Node | None
-
-
-@dataclass(frozen=True, eq=False)
-class Arr:
-    """An array of `items` (`min_items..max_items` of them), or exactly `fixed` items."""
-
-    items: Node | None
-    min_items: int = 0
-    max_items: int | None = None
-    fixed: tuple | None = None
+MAX_ENUM_NUMBERS = 2000  # number prefixes are checked against each allowed value
 
 
 def _any_node() -> Node:
@@ -99,17 +43,20 @@ def _any_node() -> Node:
 class Compiler:
     """Compiles one root schema (see `compile_schema`)."""
 
-    def __init__(self, root: Any):
+    def __init__(self, root: Any, local: dict[str, str] | None = None):
         from jsonschema.validators import validator_for
 
         self.root = root
-        self.validator = validator_for(root)(root)
+        self.local = local or {}
+        self.validator = validator_for(root)(root, registry=no_retrieval_registry())
+        self.inlining: list[str] = []
         self.refs: dict[str, Node] = {}
         self.pending: list[tuple[Node, Any, str]] = []
         self.any = _any_node()
         self.nodes: list[Node] = [self.any]
 
     def resolve(self, ref: str, where: str) -> Any:
+        ref = self.local.get(ref, ref)
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise ValueError(f"$ref {ref!r} at {where} is not a local reference ('#...')")
         target = self.root
@@ -140,10 +87,7 @@ class Compiler:
             rest = _assertions(schema, "$ref")
             if not rest:
                 return self._ref(schema["$ref"], where)
-            target = self.resolve(schema["$ref"], where)
-            if target is False:
-                return self._new(())
-            return self.node(_merge(rest, {} if target is True else target, "$ref", where), where)
+            return self._inline_ref(schema["$ref"], rest, where)
         if "anyOf" in schema:
             rest = _assertions(schema, "anyOf")
             alts = []
@@ -156,6 +100,23 @@ class Compiler:
         if "enum" in schema or "const" in schema:
             return self._new(self._enum(schema, where))
         return self._new(tuple(self._typed(schema, where)))
+
+    def _inline_ref(self, ref: str, rest: dict, where: str) -> Node:
+        """`$ref` with sibling assertions: the target merged with them, compiled in place
+        (a cycle of such refs has no finite expansion and is refused)."""
+        if ref in self.inlining:
+            raise ValueError(
+                f"$ref {ref!r} at {where} refers back to itself through $refs with sibling "
+                "keywords; such a cycle is not supported"
+            )
+        target = self.resolve(ref, where)
+        if target is False:
+            return self._new(())
+        self.inlining.append(ref)
+        try:
+            return self.node(_merge(rest, {} if target is True else target, "$ref", where), where)
+        finally:
+            self.inlining.pop()
 
     def _ref(self, ref: str, where: str) -> Node:
         node = self.refs.get(ref)
@@ -175,8 +136,15 @@ class Compiler:
         if "enum" in schema and "const" in schema:
             values = [v for v in values if _json_equal(v, schema["const"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        check = self.validator.evolve(schema=rest)
-        values = [v for v in values if check.is_valid(v)]
+        if any(k in ASSERTIONS for k in rest):  # else every value stays
+            check = self.validator.evolve(schema=rest)
+            values = [v for v in values if check.is_valid(v)]
+        numbers = sum(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if numbers > MAX_ENUM_NUMBERS:
+            raise ValueError(
+                f"enum at {where} has {numbers} numbers, more than MAX_ENUM_NUMBERS = "
+                f"{MAX_ENUM_NUMBERS} (each number prefix is checked against each of them)"
+            )
         types = schema.get("type")
         types = [types] if isinstance(types, str) else types
         integer = bool(types) and "integer" in types and "number" not in types
@@ -374,12 +342,17 @@ def compile_schema(schema: Any) -> Node:
 
     if not isinstance(schema, (dict, bool)):
         raise TypeError(f"a JSON schema is a dict or a bool, got {type(schema).__name__}")
+    local = check_document(schema)
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as e:
         path = "/".join(str(p) for p in e.path)
         raise ValueError(f"invalid JSON schema at '#/{path}': {e.message}") from None
-    top = Compiler(schema).run()
+    except RecursionError:  # `re.compile` of a deeply nested `pattern` (format "regex")
+        raise ValueError("invalid JSON schema: a pattern is nested too deeply to compile") from None
+    except OverflowError as e:  # `re.compile` of a repeat count beyond 2**32
+        raise ValueError(f"invalid JSON schema: a pattern is too large to compile ({e})") from None
+    top = Compiler(schema, local).run()
     if not top.alts:
         raise ValueError("the JSON schema accepts no document")
     return top

@@ -43,12 +43,18 @@ class Pattern:
 
     @classmethod
     def compile(cls, pattern: str, where: str = "#") -> "Pattern":
+        """Raises:
+            ValueError: an invalid pattern, or one whose estimated automaton size
+                (`pattern_size`) exceeds `MAX_PATTERN_SIZE`, checked before building it.
+        """
         body, head, tail = _anchors(pattern, where)
         full = ("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*")
         try:
             initial, finals, arcs = byte_dfa(full)
         except ValueError as e:
             raise ValueError(f"pattern {pattern!r} at {where}: {e}") from None
+        except RecursionError:
+            raise ValueError(f"pattern {pattern!r} at {where} is nested too deeply") from None
         ids = {s: i for i, s in enumerate([initial, *(s for s in arcs if s != initial)])}
         table = [{} for _ in ids]
         for s, out in arcs.items():
@@ -96,21 +102,41 @@ class Pattern:
         need = max(0, min_len - count)
         if max_len is None and need == 0:
             return True
-        last = need + 4 * len(self.arcs) if max_len is None else max_len - count
+        last = None if max_len is None else max_len - count
         key = (q, need, last)
         hit = self._lengths.get(key)
         if hit is None:
             hit = self._lengths[key] = self._search(q, need, last)
         return hit
 
-    def _search(self, q: int, need: int, last: int) -> bool:
-        layer = self._closure({q})
-        for d in range(last + 1):
-            if d >= need and layer & self.finals:
-                return True
-            layer = self._closure({t for s in layer for b, t in self.arcs[s].items() if not 0x80 <= b < 0xC0})
-            if not layer:
+    def _search(self, q: int, need: int, last: int | None) -> bool:
+        """Whether `L_d ∩ finals ≠ ∅` for some `need ≤ d ≤ last` (None: no upper end),
+        where `L_0 = closure({q})` and `L_{d+1}` = the states one code point after `L_d`.
+
+        `L_d` is a function of `L_{d-1}`, so the layers repeat with some period `p` from
+        some `d0` on; the walk stops at the first repeat and reads every later `d`
+        off the cycle (`L_d = L_{d0 + (d - d0) mod p}`), so its cost is the number of
+        distinct layers, not `need` or `last` (which may be 10**9)."""
+        layer, first, hits = self._closure({q}), {}, []
+        d = 0
+        while layer not in first:
+            if last is not None and d > last:
                 return False
+            hit = bool(layer & self.finals)
+            if hit and d >= need:
+                return True
+            first[layer] = d
+            hits.append(hit)
+            layer = self._closure({t for s in layer for b, t in self.arcs[s].items() if not 0x80 <= b < 0xC0})
+            d += 1
+        d0 = first[layer]
+        period = d - d0
+        lo = max(need, d)
+        for r in range(period):
+            if hits[d0 + r]:
+                k = lo + (d0 + r - lo) % period  # the first d ≥ lo on this phase of the cycle
+                if last is None or k <= last:
+                    return True
         return False
 
     def _closure(self, states: set) -> frozenset:
@@ -132,8 +158,20 @@ def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:
         parsed = sre_parse.parse(pattern)
     except re.error as e:
         raise ValueError(f"invalid pattern {pattern!r} at {where}: {e}") from None
+    except RecursionError:
+        raise ValueError(f"pattern at {where} is nested too deeply") from None
+    except OverflowError as e:
+        raise ValueError(f"invalid pattern {_short(pattern)} at {where}: {e}") from None
     items = list(parsed)
     head = bool(items) and items[0] == (sre_constants.AT, sre_constants.AT_BEGINNING)
+    size = pattern_size(parsed) * (1 if head else 2)  # a search also tracks every start
+    if size > MAX_PATTERN_SIZE:
+        raise ValueError(
+            f"pattern {_short(pattern)} at {where} is too large to compile: its automaton has "
+            f"about {size} positions (limit MAX_PATTERN_SIZE = {MAX_PATTERN_SIZE}; a repeat "
+            "counts once per copy, a class with non-ASCII characters 10 times, twice "
+            "without a leading ^)"
+        )
     tail = bool(items) and items[-1] == (sre_constants.AT, sre_constants.AT_END)
     body = pattern[1 if head else 0:]
     if tail:
@@ -141,6 +179,61 @@ def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:
             raise ValueError(f"pattern {pattern!r} at {where}: unsupported end anchor")
         body = body[:-1]
     return body, head, tail
+
+
+MAX_PATTERN_SIZE = 400
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT)
+_POSSESSIVE = getattr(sre_constants, "POSSESSIVE_REPEAT", None)
+_ATOMIC = getattr(sre_constants, "ATOMIC_GROUP", None)
+_ASCII_CATEGORIES = (sre_constants.CATEGORY_DIGIT, sre_constants.CATEGORY_WORD,
+                     sre_constants.CATEGORY_SPACE)
+
+
+def pattern_size(parsed) -> int:
+    """The positions of `parsed`'s automaton once counted repeats are unrolled:
+    Σ over atoms of `weight · copies`, where an atom matching only ASCII weighs 1,
+    one that matches non-ASCII characters 10 (their UTF-8 bytes take more states),
+    and `copies` multiplies the upper count (the lower one when unbounded) of every
+    enclosing repeat. The walk is iterative and its total is capped, so it costs
+    O(len(pattern))."""
+    total = 0
+    stack = [(list(parsed), 1)]
+    while stack and total <= MAX_PATTERN_SIZE:
+        items, copies = stack.pop()
+        for op, arg in items:
+            if op in _REPEATS or (_POSSESSIVE is not None and op == _POSSESSIVE):
+                lo, hi, sub = arg
+                n = lo if hi == sre_constants.MAXREPEAT else hi
+                stack.append((list(sub), copies * max(1, min(n, MAX_PATTERN_SIZE + 1))))
+            elif op == sre_constants.SUBPATTERN:
+                stack.append((list(arg[-1]), copies))
+            elif op == sre_constants.BRANCH:
+                stack.extend((list(b), copies) for b in arg[1])
+            elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+                stack.append((list(arg[1]), copies))
+            elif op == _ATOMIC:
+                stack.append((list(arg), copies))
+            elif op != sre_constants.AT:
+                total += copies * _weight(op, arg)
+    return total
+
+
+def _weight(op, arg) -> int:
+    if op == sre_constants.LITERAL:
+        return 1 if arg < 0x80 else 10
+    if op == sre_constants.IN:
+        ascii_only = all(
+            (o == sre_constants.LITERAL and a < 0x80)
+            or (o == sre_constants.RANGE and a[1] < 0x80)
+            or (o == sre_constants.CATEGORY and a in _ASCII_CATEGORIES)
+            for o, a in arg
+        )
+        return 1 if ascii_only else 10
+    return 10  # ANY, NOT_LITERAL, a category, a backreference: non-ASCII characters
+
+
+def _short(pattern: str) -> str:
+    return repr(pattern) if len(pattern) <= 40 else repr(pattern[:37] + "...")
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,12 @@ class GuidedConstraint(CachedRecognizer):
     @classmethod
     def from_json_schema(cls, llm: Any, schema: Any, **kwargs) -> "GuidedConstraint":
         """Token sequences whose bytes are a JSON document valid under `schema`, as the
-        engine writes them (properties in declaration order; see the docs)."""
+        engine writes them (properties in declaration order; see the docs). The schema
+        is checked as `JsonSchema` checks it first (JSON data, size limits, local `$ref`s)."""
+        from genlm.control.potential.built_in._json_guard import check_document
+
+        if not isinstance(schema, str):
+            check_document(schema)
         return cls(llm, "json_schema", schema, **kwargs)
 
     # States -------------------------------------------------------------------

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 import numpy as np
 
 from genlm.control.potential.built_in._json_coerce import CoercedJson, Transitions
+from genlm.control.potential.built_in._json_exact import engine_difference
 from genlm.control.potential.built_in._json_machine import initial_state
 from genlm.control.potential.built_in._json_schema import compile_schema
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
 from genlm.control.weights import NEG_INF, LazyWeights
+
+logger = logging.getLogger(__name__)
 
 
 class JsonSchema(CachedRecognizer):
@@ -30,9 +34,9 @@ class JsonSchema(CachedRecognizer):
     wherever JSON allows it. `complete` agrees with `json.loads` +
     `jsonschema` validation except where this class is stricter or exact:
 
-    - a property named in `properties` may appear once per object (a repeat is
-      rejected); repeats of other keys are accepted, each occurrence validated
-      (`json.loads` keeps the last);
+    - a key named in `properties` or `required` may appear once per object (a
+      repeat is rejected); repeats of other keys are accepted, each occurrence
+      validated (`json.loads` keeps the last);
     - `integer` means a number spelled without fraction or exponent (`1.0`, `1e2`
       are not integers here, though jsonschema accepts them);
     - numbers compare as exact decimals (no float rounding): `minimum`,
@@ -47,7 +51,15 @@ class JsonSchema(CachedRecognizer):
     `exclusiveMaximum`, `minLength`, `maxLength`, `pattern`, `items` (one schema),
     `minItems`, `maxItems`, local `$ref`; annotations (`title`, `description`,
     `$schema`, `$id`, `$defs`, `definitions`, `default`, `examples`, `$comment`, ...)
-    are ignored. Any other keyword raises ValueError naming it.
+    are ignored. Any other keyword raises ValueError naming it. `True` accepts
+    every document; `False` (no document) raises ValueError.
+
+    A schema is untrusted input, checked before anything is built from it (see
+    `_json_guard`): it must be JSON data (dict keys `str`, finite numbers), at
+    most 64 levels deep, 100,000 values and 1,000 subschemas; a `pattern`'s
+    automaton is bounded (`_json_string.MAX_PATTERN_SIZE`); every `$ref` points
+    inside the schema (`#...`, or a URI that resolves against the root `$id` to
+    the root). Nothing is read from the network or the file system.
 
     Args:
         schema: a JSON Schema (dict or bool).
@@ -56,7 +68,9 @@ class JsonSchema(CachedRecognizer):
 
     Raises:
         ValueError: for an invalid schema, an unsupported keyword, a non-local
-            `$ref`, or a schema no document satisfies.
+            `$ref`, a limit exceeded (named), a non-finite number, or a schema
+            no document satisfies.
+        TypeError: for a schema that is not JSON data (a non-`str` key, a tuple, ...).
     """
 
     stateful = True
@@ -138,23 +152,31 @@ class JsonSchema(CachedRecognizer):
         return self._state_row(state)
 
     def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
-        """As `Potential.coerce`. Onto a `PromptedLLM` through `b"".join` the compiled
-        engine (`GuidedConstraint`) serves the schema when it compiles it; its
-        language is a subset of this class's (properties in declaration order, see
-        docs/constraint-engines.md). Otherwise, through `b"".join` this gives
-        `CoercedJson`, whose `logw_next` reads a per-state token row computed by one
-        trie walk.
+        """As `Potential.coerce`. Onto a `PromptedLLM` through `b"".join`:
 
-        Args:
-            engine: None: the engine where it compiles the schema; True: require it
-                (ValueError otherwise); False: never.
+        - `engine=None` (default): the compiled engine (`GuidedConstraint`) when its
+          language equals this class's for the schema (`engine_difference(schema)` is
+          None: a whitelist of shapes, see docs/constraint-engines.md), else the
+          exact generic path;
+        - `engine=True`: the engine, whose language may be a subset of this class's
+          (properties in declaration order, no `\\/` escape, ...; the differences are
+          listed in docs/constraint-engines.md), or ValueError where it cannot
+          compile the schema;
+        - `engine=False`: the generic path.
+
+        The generic path through `b"".join` is `CoercedJson`, whose `logw_next` reads a
+        per-state token row computed by one trie walk.
         """
         from genlm.control.potential.coerce import is_join
 
         if engine is not False:
             from genlm.control.potential.built_in.guided import engine_coerce
 
-            fast = engine_coerce(self, other, f, engine, "json_schema", self.schema)
+            differs = engine_difference(self.schema) if engine is None else None
+            if differs is not None:
+                logger.debug("JsonSchema.coerce: the engine's language may differ: %s", differs)
+            source = self.schema if differs is None else None
+            fast = engine_coerce(self, other, f, engine, "json_schema", source)
             if fast is not None:
                 return fast
 
