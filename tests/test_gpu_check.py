@@ -1,0 +1,115 @@
+"""`benchmarks/gpu_check.py --cpu-smoke` starts, builds every object and writes both
+report files with the right structure (no timing is asserted, only that every
+measured number is finite and positive)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+TIMED = ("floor_ms_per_step", "smc_ms_per_step", "ratio")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("gpu_check")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--cpu-smoke"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((out / "gpu_check.json").read_text())
+    return report, (out / "gpu_check.md").read_text()
+
+
+def test_json_has_environment_and_skipped_gpu_tests(smoke):
+    report, _ = smoke
+    assert report["mode"] == "cpu-smoke"
+    env = report["environment"]
+    assert {"torch", "transformers", "cuda", "device", "device_name"} <= set(env)
+    assert env["device"] == "cpu"
+    assert report["gpu_tests"]["status"].startswith("skipped")
+    assert math.isfinite(report["seconds"]) and report["seconds"] > 0
+
+
+def test_every_model_and_workload_is_measured(smoke):
+    report, _ = smoke
+    rows = report["rows"]
+    assert [(r["workload"], r["n"], r["tokens"]) for r in rows] == [
+        ("unconstrained", 4, 8),
+        ("regex AWRS", 4, 8),
+    ] * 2
+    assert rows[0]["model"] == "embedded" and rows[2]["model"].startswith("random Llama")
+    for row in rows:
+        assert row["status"] == "ok", row.get("error")
+        for key in TIMED:
+            assert math.isfinite(row[key]) and row[key] > 0, (key, row)
+        assert row["syncs_per_step"] is None  # not applicable off CUDA
+    assert [r["target"] for r in rows] == [1.2, 1.5, 1.2, 1.5]
+
+
+def test_markdown_table_has_the_columns_and_one_line_per_row(smoke):
+    report, md = smoke
+    header = "| model | workload | N | tokens | floor ms/step | SMC ms/step | ratio to floor | target | syncs/step | status |"
+    assert header in md
+    lines = md.splitlines()
+    start = lines.index(header) + 2
+    body = [line for line in lines[start:] if line.startswith("|")]
+    assert len(body) == len(report["rows"])
+    for line, row in zip(body, report["rows"]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == 10
+        assert cells[2] == str(row["n"]) and cells[9] == "ok"
+        assert float(cells[4]) == pytest.approx(row["floor_ms_per_step"], abs=0.006)
+        assert cells[6] == f"**{row['ratio']:.2f}×**"
+        assert cells[8] == "n/a"
+
+
+def test_byte_level_tokenizer_has_the_model_size_and_round_trips():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _gpu_check_models import EOS, byte_level_tokenizer
+    from genlm.backend.tokenization.vocab import decode_vocab
+
+    tok = byte_level_tokenizer(600)
+    assert len(tok) == 600 and tok.eos_token_id == 599
+    byte_vocab, _ = decode_vocab(tok)
+    assert [bytes(b) for b in byte_vocab[:256]] == [bytes([i]) for i in range(256)]
+    assert len(set(byte_vocab[256:599])) == 343 and bytes(byte_vocab[599]) == EOS.encode()
+    text = "héllo ’爨"
+    assert b"".join(bytes(byte_vocab[i]) for i in tok.encode(text)) == text.encode()
+    with pytest.raises(ValueError, match="at least 258"):
+        byte_level_tokenizer(10)
+
+
+def test_failing_part_is_recorded_and_the_report_still_written(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _gpu_check_report import markdown, write_report
+
+    report = {
+        "mode": "cuda",
+        "environment": {"torch": "x", "device": "cuda"},
+        "gpu_tests": {"status": "passed", "passed": 3, "failed": 0, "skipped": 1, "errors": 0, "tail": "3 passed"},
+        "rows": [
+            {"model": "m", "workload": "regex AWRS", "n": 64, "tokens": 64, "target": 1.5,
+             "status": "error", "error": "OutOfMemoryError: CUDA out of memory"},
+        ],
+        "seconds": 1.0,
+    }
+    write_report(tmp_path, report)
+    md = (tmp_path / "gpu_check.md").read_text()
+    assert json.loads((tmp_path / "gpu_check.json").read_text()) == report
+    assert "| m | regex AWRS | 64 | 64 | n/a | n/a | n/a | ≤ 1.5× | n/a | error: OutOfMemoryError: CUDA out of memory |" in md
+    assert "| passed | 3 | 0 | 1 | 0 |" in markdown(report)
