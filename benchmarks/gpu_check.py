@@ -64,12 +64,25 @@ PROMPT = "The value of x is"
 TARGETS = {"unconstrained": 1.2, "regex AWRS": 1.5}
 
 
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a positive finite {kind.__name__}, got {text!r}")
+        return value
+
+    return parse
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder for gpu_check.md and gpu_check.json")
     parser.add_argument("--cpu-smoke", action="store_true", help="the reduced CPU run (default without CUDA)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs per workload (default 3; 1 in smoke mode)")
-    parser.add_argument("--test-timeout", type=float, default=180.0, help="seconds for `pytest -m gpu`")
+    parser.add_argument("--repeats", type=_positive(int), default=None, help="timed runs per workload (default 3; 1 in smoke mode)")
+    parser.add_argument("--test-timeout", type=_positive(float), default=180.0, help="seconds for `pytest -m gpu`")
     return parser.parse_args(argv)
 
 
@@ -103,7 +116,7 @@ def run_gpu_tests(timeout: float) -> dict:
     summary = text.strip().splitlines()[-1] if text.strip() else ""
     for num, what in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary):
         counts["errors" if what.startswith("error") else what] += int(num)
-    status = "passed" if proc.returncode in (0, 5) and not counts["failed"] else f"exit code {proc.returncode}"
+    status = {0: "passed", 5: "no tests collected"}.get(proc.returncode, f"exit code {proc.returncode}")
     return {"status": status, **counts, "tail": text[-3000:]}
 
 

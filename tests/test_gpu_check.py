@@ -113,3 +113,26 @@ def test_failing_part_is_recorded_and_the_report_still_written(tmp_path):
     assert json.loads((tmp_path / "gpu_check.json").read_text()) == report
     assert "| m | regex AWRS | 64 | 64 | n/a | n/a | n/a | ≤ 1.5× | n/a | error: OutOfMemoryError: CUDA out of memory |" in md
     assert "| passed | 3 | 0 | 1 | 0 |" in markdown(report)
+
+
+def test_gpu_test_outcomes_are_counted_from_pytest_summary(monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    def fake_run(cmd, **kwargs):
+        assert cmd[1:5] == ["-m", "pytest", "-m", "gpu"] and kwargs["timeout"] == 7.0
+        out = "..F.s\nFAILED tests/x.py::t\n1 failed, 3 passed, 1 skipped, 2 errors, 900 deselected in 9.1s\n"
+        return subprocess.CompletedProcess(cmd, 1, stdout=out, stderr="")
+
+    monkeypatch.setattr(gpu_check.subprocess, "run", fake_run)
+    got = gpu_check.run_gpu_tests(7.0)
+    assert {k: got[k] for k in ("status", "passed", "failed", "skipped", "errors", "deselected")} == {
+        "status": "exit code 1", "passed": 3, "failed": 1, "skipped": 1, "errors": 2, "deselected": 900,
+    }
+    assert got["tail"].endswith("in 9.1s\n")
+
+    def timeout(cmd, **kwargs):
+        raise subprocess.TimeoutExpired(cmd, 7.0, output=b"..partial")
+
+    monkeypatch.setattr(gpu_check.subprocess, "run", timeout)
+    assert gpu_check.run_gpu_tests(7.0) == {"status": "timeout after 7 s", "tail": "..partial"}
