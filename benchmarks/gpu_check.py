@@ -21,7 +21,8 @@ and the environment). On CUDA:
     `torch.cuda.set_sync_debug_mode("warn")`, its synchronising-operation warnings
     counted and divided by its steps.
 
-The CPU smoke mode uses the embedded model and a tiny Llama-shaped model, N = 4, 8
+No measurement starts after `--budget` seconds (default 420, so that a run stays
+within 8 minutes); the rows left are recorded as skipped. The CPU smoke mode uses the embedded model and a tiny Llama-shaped model, N = 4, 8
 tokens, one repeat; (a) is recorded as skipped and (c) as not applicable. A part that
 fails (an out-of-memory N = 64, say) is recorded with its error and the run goes on.
 """
@@ -40,6 +41,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
+from typing import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -82,6 +84,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, type=Path, help="folder for gpu_check.md and gpu_check.json")
     parser.add_argument("--cpu-smoke", action="store_true", help="the reduced CPU run (default without CUDA)")
     parser.add_argument("--repeats", type=_positive(int), default=None, help="timed runs per workload (default 3; 1 in smoke mode)")
+    parser.add_argument("--budget", type=_positive(float), default=420.0,
+                        help="seconds after which no new measurement starts (default 420)")
     parser.add_argument("--test-timeout", type=_positive(float), default=180.0, help="seconds for `pytest -m gpu`")
     return parser.parse_args(argv)
 
@@ -120,8 +124,9 @@ def run_gpu_tests(timeout: float) -> dict:
     return {"status": status, **counts, "tail": text[-3000:]}
 
 
-def models(device: str, smoke: bool):
-    """(label, PromptedLLM, HF model) for the embedded model and the Llama-shaped one."""
+def models(device: str, smoke: bool) -> list[tuple[str, Callable]]:
+    """(label, build) for the embedded model and the Llama-shaped one; `build()` returns
+    (label, PromptedLLM, HF model on `device`)."""
     from _gpu_check_models import byte_level_tokenizer
 
     from genlm.control import PromptedLLM
@@ -130,7 +135,7 @@ def models(device: str, smoke: bool):
     def embedded():
         base = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
         hf = base.model.model.to(device)
-        return prompted_over(hf, base.model.tokenizer), hf
+        return "embedded", prompted_over(hf, base.model.tokenizer), hf
 
     def llama():
         shape = LLAMA_TINY if smoke else LLAMA_1B
@@ -140,8 +145,7 @@ def models(device: str, smoke: bool):
         label = f"random Llama {params / 1e6:,.0f}M, V={shape.vocab}, {str(dtype).removeprefix('torch.')}"
         return label, prompted_over(hf, byte_level_tokenizer(shape.vocab)), hf
 
-    yield ("embedded", *embedded())
-    yield llama
+    return [("embedded", embedded), ("random Llama", llama)]
 
 
 def sampler_for(llm, workload: str):
@@ -211,18 +215,24 @@ async def measure(label: str, llm, hf, workload: str, n: int, tokens: int, repea
     return row
 
 
-async def benchmark(device: str, smoke: bool, repeats: int) -> list[dict]:
+async def benchmark(device: str, smoke: bool, repeats: int, deadline: float) -> list[dict]:
+    """Every row; once `time.perf_counter()` passes `deadline` the rest are recorded as skipped."""
     ns, tokens = ((4,), 8) if smoke else ((16, 64), 64)
     rows: list[dict] = []
-    for entry in models(device, smoke):
+    for name, build in models(device, smoke):
         try:
-            label, llm, hf = entry() if callable(entry) else entry
-        except Exception as exc:
-            rows.append({"model": "random Llama", "status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]})
+            label, llm, hf = build()
+            llm.prompt_ids = llm.model.tokenizer.encode(PROMPT, add_special_tokens=False)
+        except Exception as exc:  # recorded; the other model still runs
+            traceback.print_exc()
+            rows.append({"model": name, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]})
             continue
-        llm.prompt_ids = llm.model.tokenizer.encode(PROMPT, add_special_tokens=False)
         for n in ns:
             for workload in TARGETS:
+                if time.perf_counter() > deadline:
+                    rows.append({"model": label, "workload": workload, "n": n, "tokens": tokens,
+                                 "target": TARGETS[workload], "status": "skipped: over the time budget"})
+                    continue
                 rows.append(await measure(label, llm, hf, workload, n, tokens, repeats))
         del llm, hf
         if device == "cuda":
@@ -239,7 +249,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     report = {"mode": "cpu-smoke" if smoke else "cuda", "environment": environment(device)}
     report["gpu_tests"] = {"status": "skipped (no CUDA run)"} if smoke else run_gpu_tests(args.test_timeout)
-    report["rows"] = asyncio.run(benchmark(device, smoke, repeats))
+    report["rows"] = asyncio.run(benchmark(device, smoke, repeats, t0 + args.budget))
     report["seconds"] = time.perf_counter() - t0
     write_report(args.out, report)
     print(f"wrote {args.out / 'gpu_check.md'} and {args.out / 'gpu_check.json'} in {report['seconds']:.1f} s")

@@ -136,3 +136,17 @@ def test_gpu_test_outcomes_are_counted_from_pytest_summary(monkeypatch):
 
     monkeypatch.setattr(gpu_check.subprocess, "run", timeout)
     assert gpu_check.run_gpu_tests(7.0) == {"status": "timeout after 7 s", "tail": "..partial"}
+
+
+def test_rows_past_the_time_budget_are_recorded_as_skipped():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import asyncio
+
+    import gpu_check
+
+    rows = asyncio.run(gpu_check.benchmark("cpu", True, 1, deadline=0.0))
+    assert [(r["workload"], r["n"], r["status"]) for r in rows] == [
+        ("unconstrained", 4, "skipped: over the time budget"),
+        ("regex AWRS", 4, "skipped: over the time budget"),
+    ] * 2
+    assert rows[0]["model"] == "embedded" and rows[2]["model"].startswith("random Llama")
