@@ -21,7 +21,7 @@ and the environment). On CUDA:
     `torch.cuda.set_sync_debug_mode("warn")`, its synchronising-operation warnings
     counted and divided by its steps.
 
-No measurement starts after `--budget` seconds (default 420, so that a run stays
+No measurement starts after `--budget` seconds (default 360, so that a run stays
 within 8 minutes); the rows left are recorded as skipped. The CPU smoke mode uses the embedded model and a tiny Llama-shaped model, N = 4, 8
 tokens, one repeat; (a) is recorded as skipped and (c) as not applicable. A part that
 fails (an out-of-memory N = 64, say) is recorded with its error and the run goes on.
@@ -84,8 +84,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, type=Path, help="folder for gpu_check.md and gpu_check.json")
     parser.add_argument("--cpu-smoke", action="store_true", help="the reduced CPU run (default without CUDA)")
     parser.add_argument("--repeats", type=_positive(int), default=None, help="timed runs per workload (default 3; 1 in smoke mode)")
-    parser.add_argument("--budget", type=_positive(float), default=420.0,
-                        help="seconds after which no new measurement starts (default 420)")
+    parser.add_argument("--budget", type=_positive(float), default=360.0,
+                        help="seconds after which no new measurement starts (default 360)")
     parser.add_argument("--test-timeout", type=_positive(float), default=180.0, help="seconds for `pytest -m gpu`")
     return parser.parse_args(argv)
 

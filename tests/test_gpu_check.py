@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
@@ -150,3 +152,31 @@ def test_rows_past_the_time_budget_are_recorded_as_skipped():
         ("regex AWRS", 4, "skipped: over the time budget"),
     ] * 2
     assert rows[0]["model"] == "embedded" and rows[2]["model"].startswith("random Llama")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+async def test_hf_backend_on_cuda_matches_cpu():  # pragma: no cover - needs a GPU
+    """`PromptedLLM` over the HF backend with the model on the GPU gives the CPU's rows
+    (float32 rounding), and SMC runs on it; a bf16 copy stays within bf16 rounding."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _gpu_check_models import prompted_over
+
+    from genlm.control import PromptedLLM, direct_token_sampler
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    cpu = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+    cpu.set_prompt_from_str("The value of x is")
+    gpu = prompted_over(cpu.model.model.to("cuda"), cpu.model.tokenizer)
+    gpu.prompt_ids = cpu.prompt_ids
+    cpu = prompted_over(PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf").model.model, cpu.model.tokenizer)
+    cpu.prompt_ids = gpu.prompt_ids
+    ctx = cpu.tokenize(" 42")
+    want, got = await cpu.logw_next(ctx), await gpu.logw_next(ctx)
+    assert got.weights.dtype == want.weights.dtype
+    np.testing.assert_allclose(got.weights, want.weights, rtol=1e-4, atol=1e-4)
+    seqs = await direct_token_sampler(gpu).smc(n_particles=8, ess_threshold=0.5, max_tokens=8, seed=0)
+    assert len(seqs.contexts) == 8 and np.isfinite(seqs.log_weights).all()
+    half = prompted_over(gpu.model.model.to(torch.bfloat16), cpu.model.tokenizer)
+    half.prompt_ids = gpu.prompt_ids
+    np.testing.assert_allclose((await half.logw_next(ctx)).weights, want.weights, rtol=0.05, atol=0.25)
