@@ -5,8 +5,8 @@
 `lora_name=`, `add_new_lora` / `remove_lora`, `clear_cache`; no `.model`, so no
 position limit is read) and returns what it returns: a stacked `[N, width]` tensor of
 normalised log-probabilities, on the engine's device (the CPU stands in for CUDA), of
-width the model's vocabulary, which vLLM may pad past the tokenizer's (padding columns
-are -inf), in float32 (`AsyncVirtualLM`: `log_softmax(logits.float())`) or, to cover
+width the model's vocabulary, which can be larger than the tokenizer's (the extra
+columns are given no mass here), in float32 (`AsyncVirtualLM`: `log_softmax(logits.float())`) or, to cover
 engines that hand back half precision, bf16 / fp16. An unknown adapter is a
 `ValueError`, as in `AsyncVirtualLM._enqueue`. Rows are a fixed function of
 (ids, adapter), so every value is checked exactly against the stand-in's own row.
@@ -36,9 +36,11 @@ EPS = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11
 class StandInVirtualLM(AsyncLM):
     """The vLLM backend's interface over the embedded model's tokenizer (see module doc)."""
 
-    def __init__(self, tokenizer, dtype: torch.dtype = torch.float32, pad: int = 64, device: str = "cpu"):
+    def __init__(
+        self, tokenizer, dtype: torch.dtype = torch.float32, pad: int = 64, device: str = "cpu", pad_mass: bool = False
+    ):
         super().__init__(tokenizer)
-        self.dtype, self.device = dtype, torch.device(device)
+        self.dtype, self.device, self.pad_mass = dtype, torch.device(device), pad_mass
         self.width = len(self.byte_vocab) + pad
         self.adapters: dict[str, str] = {}
         self.calls: list[tuple[int, str | None]] = []  # (rows, lora_name) per batch
@@ -48,7 +50,8 @@ class StandInVirtualLM(AsyncLM):
         key = f"{lora_name}:{','.join(map(str, ids))}".encode()
         gen = torch.Generator().manual_seed(zlib.crc32(key))
         logits = 3.0 * torch.randn(self.width, generator=gen)
-        logits[len(self.byte_vocab) :] = -torch.inf  # vLLM's padding of the vocabulary
+        if not self.pad_mass:
+            logits[len(self.byte_vocab) :] = -torch.inf  # columns past the tokenizer's vocabulary
         return torch.log_softmax(logits, dim=-1)
 
     async def batch_next_token_logprobs(self, token_ids_list, lora_name=None):
@@ -115,8 +118,18 @@ async def test_rows_equal_the_engine_rows_upcast(engine):
     ref = engine.reference(ids).double().numpy()[: len(engine.byte_vocab)]
     want = np.append(ref[[t.token_id for t in llm.vocab]], ref[engine.tokenizer.eos_token_id])
     np.testing.assert_allclose(row.weights, want, rtol=EPS[engine.dtype], atol=0)
-    # Normalised over the tokenizer's vocabulary: the padding columns carried no mass.
+    # Normalised over the tokenizer's vocabulary: the extra columns carried no mass.
     assert np.logaddexp.reduce(row.weights) == pytest.approx(0.0, abs=len(want) * EPS[engine.dtype])
+
+
+async def test_mass_past_the_tokenizer_vocabulary_is_dropped_not_renormalised(tokenizer):
+    engine = StandInVirtualLM(tokenizer, pad=512, pad_mass=True)
+    llm = PromptedLLM(engine, prompt_ids=[7])
+    row = await llm.logw_next([])
+    np.testing.assert_array_equal(row.weights, expected_row(engine, [7], llm))
+    dropped = torch.logsumexp(engine.reference([7])[len(engine.byte_vocab) :].double(), dim=0)
+    assert np.logaddexp.reduce(row.weights) == pytest.approx(np.log1p(-np.exp(dropped.item())), abs=1e-5)
+    assert dropped.item() > -3  # 512 extra columns of 4608 carry real mass
 
 
 async def test_batch_rows_eos_folded_and_duplicates_share_a_row(engine):
