@@ -52,7 +52,8 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
     require_available(name, path, _cache_dir(kwargs))
     if backend == "vllm" and not _vllm_usable():
         raise ImportError(
-            "the vLLM backend needs CUDA and the vllm package (`pip install genlm-backend[vllm]`); "
+            "the vLLM backend needs CUDA and the vllm package "
+            "(`pip install \"genlm-control[vllm]\"`, which installs genlm-backend[vllm]); "
             "use backend='hf' on CPU"
         )
     from genlm.backend.llm import AsyncVirtualLM, MockAsyncLM

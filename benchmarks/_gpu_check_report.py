@@ -1,0 +1,71 @@
+"""`gpu_check.py`'s report: `gpu_check.json` (everything) and `gpu_check.md` (tables)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: The benchmark table's columns: (header, row key).
+COLUMNS = [
+    ("model", "model"),
+    ("workload", "workload"),
+    ("N", "n"),
+    ("tokens", "tokens"),
+    ("floor ms/step", "floor_ms_per_step"),
+    ("SMC ms/step", "smc_ms_per_step"),
+    ("ratio to floor", "ratio"),
+    ("target", "target"),
+    ("syncs/step", "syncs_per_step"),
+    ("status", "status"),
+]
+
+
+def _cell(key: str, value) -> str:
+    if value is None:
+        return "n/a"
+    if key == "ratio":
+        return f"**{value:.2f}×**"
+    if key == "target":
+        return f"≤ {value}×"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown(report: dict) -> str:
+    env, tests = report["environment"], report["gpu_tests"]
+    lines = [
+        f"# GPU check ({report['mode']})",
+        "",
+        "| " + " | ".join(env) + " |",
+        "|" + "---|" * len(env),
+        "| " + " | ".join(str(v) for v in env.values()) + " |",
+        "",
+        "## gpu-marked tests",
+        "",
+        "| status | passed | failed | skipped | errors |",
+        "|---|---:|---:|---:|---:|",
+        "| " + " | ".join(_cell("", tests.get(k)) for k in ("status", "passed", "failed", "skipped", "errors")) + " |",
+        "",
+    ]
+    if tests.get("tail"):
+        lines += ["```text", tests["tail"].strip()[-1500:], "```", ""]
+    lines += [
+        "## SMC against the batched-decode floor",
+        "",
+        "| " + " | ".join(h for h, _ in COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    for row in report["rows"]:
+        status = row.get("status", "")
+        if status == "error":
+            status = f"error: {row.get('error', '')}"
+        cells = [_cell(k, row.get(k)) if k != "status" else _cell(k, status) for _, k in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Total: {report['seconds']:.1f} s.", ""]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, report: dict) -> None:
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str))
+    (out / "gpu_check.md").write_text(markdown(report))
