@@ -163,6 +163,18 @@ class _Chooser:
         self.logp += float(np.log(chosen).sum()) - k * math.log(mass)
         return picks, chosen
 
+    def coin(self, p: float) -> bool:
+        """True with probability `p`: a choice point of its own for `draw` (keys True
+        and False), no choice at all when `p` is 0 or 1."""
+        if p >= 1.0 or p <= 0.0:
+            return p >= 1.0
+        if self.draw is not None:
+            heads = bool(self.draw({True: p, False: 1.0 - p}))
+        else:
+            heads = bool(self.rng.random() < p)
+        self.logp += math.log(p if heads else 1.0 - p)
+        return heads
+
     def pick(self, options: list[int], weights: np.ndarray) -> int:
         """One of `options` (support positions) with probability ∝ `weights`."""
         p = weights / weights.sum()
@@ -187,6 +199,7 @@ class _Walk:
 
     def __init__(self, m: int, cap: float, coin: bool = False):
         self.m, self.cap, self.coin = m, cap, coin
+        self.skip: bool | None = None  # the recursive estimator's skipped coin draw
         self.accepts: list[int] = []
         self.accept_at: list[int] = []  # the draw (index into `masses`) of each accept
         self.rejects = 0

@@ -44,7 +44,15 @@ a first draw `y ∉ A` leaves the pool `P∖y`, and a first draw `y ∈ A` gives
 `E[Ẑ f(x)] = Σ_{y ∉ A} (q_y/M) S(P) + q(A∩P)/M · S(P) = S(P)`. It checks one token
 past the first accept (the race estimator checks up to a second accept, which can be
 far when the other allowed tokens are rare), and where one allowed token hides among
-rejects it is exact (`z` is never allowed, `Ẑ = q_x`).
+rejects it is exact (`z` is never allowed, `Ẑ = q_x`). When `x` holds at least half of
+`M`, the coin is the draw of a token from the pool with `x` put back: with probability
+`q_x / M` it is `x` again and nothing is checked, else it is `z`, and
+
+    Ẑ = q_x + M · [that draw was z and z is allowed],
+
+again with `E[Ẑ | x] = q_x + q(A∩P∖x) = q(A∩P)`; a peaked row (an LM sure of its next
+token) then costs `1 - q_x/M < 1/2` checks past the first accept on average. Which
+coin is used depends on `x` and `M` only, so the induction holds for the mixture.
 
 When the condition answers a set of tokens in one call (`allowed_next`), draws are
 checked in blocks and a long search finishes by the race over the remaining tokens;
@@ -333,6 +341,11 @@ class AWRS(TokenSampler):
         size = self.block_size if batched else 1
         checks = 0
         while not walk.done:
+            if walk.coin and walk.accepts and walk.skip is None:
+                # the coin draw is next: decide first whether it is needed at all
+                walk.skip = self._skip_coin(walk, probs, choose)
+                if walk.skip:
+                    break
             mass = pool.mass
             if mass <= 0.0:
                 break
@@ -364,8 +377,13 @@ class AWRS(TokenSampler):
             return walk.accepts[0], 0.0 if walk.accept_at[0] == 0 else NEG_INF
         if walk.coin:
             x, k = walk.accepts[0], walk.accept_at[0]
-            heads = len(walk.accept_at) > 1 and walk.accept_at[1] == k + 1
-            return x, math.log(walk.masses[k] if heads else float(probs[x]))
+            q_x, mass = float(probs[x]), walk.masses[k]
+            if walk.skip is None:  # the coin draw came in the first accept's block
+                walk.skip = self._skip_coin(walk, probs, choose)
+            heads = not walk.skip and len(walk.accept_at) > 1 and walk.accept_at[1] == k + 1
+            if not heads:
+                return x, math.log(q_x)
+            return x, math.log(q_x + mass if q_x >= mass / 2 else mass)
         included = walk.accepts[: self.max_accepts - 1]
         q = probs[included]
         if not walk.done:  # every token was checked: A is known
@@ -378,6 +396,14 @@ class AWRS(TokenSampler):
             log_phi = np.array([log_inclusion_estimate(float(x), masses) for x in q])
         first = included[0] if len(included) == 1 else choose.pick(included, np.exp(log_phi - log_phi.max()))
         return first, float(logsumexp(log_phi))
+
+    @staticmethod
+    def _skip_coin(walk: _Walk, probs: np.ndarray, choose: _Chooser) -> bool:
+        """Whether the recursive estimator skips its coin draw: never when the first
+        accept `x` holds less than half the mass `M` left at its draw, else with
+        probability `q_x / M` (the with-replacement coin; module docstring)."""
+        share = float(probs[walk.accepts[0]]) / walk.masses[walk.accept_at[0]]
+        return share >= 0.5 and choose.coin(min(share, 1.0))
 
     def cleanup(self) -> None:
         for p in (self.potential, self.condition, self.proposal):
