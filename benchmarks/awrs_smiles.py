@@ -146,9 +146,12 @@ def conditions(llm):
     }
 
 
-async def measure(llm, condition, seeds: int) -> str:
+ESTIMATORS = ("race", "recursive") if SEEDED else (None,)  # 0.4.1: its own choice
+
+
+async def measure(llm, condition, seeds: int, estimator: str | None) -> str:
     counted = Counted(condition)
-    sampler = AWRS(llm, counted)
+    sampler = AWRS(llm, counted) if estimator is None else AWRS(llm, counted, estimator=estimator)
     per_run: list[Counter] = []
     seconds, dead = [], 0
     for seed in range(seeds):
@@ -173,16 +176,17 @@ async def main(args) -> None:
         f"genlm-control {VERSION}; AWRS, prompt {PROMPT!r}, N = 10, max_tokens = 20, ESS 0.5, seeds 0..{args.seeds - 1}\n"
     )
     print(
-        "| condition | condition tokens | calls / run (mean) | per method (mean / run) | dead particles | s / run |"
+        "| condition | estimator | condition tokens | calls / run (mean) | per method (mean / run) | dead particles | s / run |"
     )
-    print("|---|---:|---:|---|---:|---:|")
+    print("|---|---|---:|---:|---|---:|---:|")
     for name, make in conditions(llm).items():
         condition = make()
-        try:
-            row = await measure(llm, condition, args.seeds)
-        except (TypeError, ValueError) as e:
-            row = f"{len(condition.vocab)} | — | {type(e).__name__}: {e} | — | —"
-        print(f"| {name} | {row} |", flush=True)
+        for estimator in ESTIMATORS:
+            try:
+                row = await measure(llm, condition, args.seeds, estimator)
+            except (TypeError, ValueError) as e:
+                row = f"{len(condition.vocab)} | — | {type(e).__name__}: {e} | — | —"
+            print(f"| {name} | {estimator or VERSION} | {row} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ ROWS = [
     ("awrs-max-accepts-bool", lambda: AWRS(ab_lm(), NoBB(), max_accepts=True), TypeError, "max_accepts must be a number"),
     ("awrs-max-rejects-bool", lambda: AWRS(ab_lm(), NoBB(), max_rejects=True), TypeError, "max_rejects must be a number"),
     ("awrs-max-accepts-str", lambda: AWRS(ab_lm(), NoBB(), max_accepts="2"), ValueError, "max_accepts must be an integer"),
+    ("awrs-estimator-unknown", lambda: AWRS(ab_lm(), NoBB(), estimator="haldane"), ValueError, "estimator must be 'race' or 'recursive'"),
+    ("awrs-recursive-max-accepts", lambda: AWRS(ab_lm(), NoBB(), estimator="recursive", max_accepts=3), ValueError, "recursive estimator takes max_accepts=2"),
     ("awrs-proposal-not-potential", lambda: AWRS(ab_lm(), NoBB(), proposal="q"), TypeError, "proposal must be a Potential"),
     ("awrs-condition-weighted-search", lambda: _sample(Valued(-0.5)), ValueError, r"Boolean condition .*gave -0\.5"),
     ("awrs-condition-weighted-enumerated", lambda: _sample(Valued(0.7), enumerate_at=16), ValueError, r"gave 0\.7.*direct_token_sampler"),

@@ -22,6 +22,7 @@ from genlm.control.testing import assert_properly_weighted, enumerate_sampler, e
 NEG_INF = float("-inf")
 CONFIGS = [
     {},
+    {"estimator": "recursive"},
     {"max_accepts": 1},
     {"max_accepts": 3},
     {"max_accepts": 4},

@@ -76,6 +76,7 @@ CONFIGS = [
     {},
     {"max_accepts": 1},
     {"max_accepts": 3},
+    {"estimator": "recursive"},
     {"max_rejects": 2},
     {"proper_weights": False},
     {"autobatch": False},

@@ -183,8 +183,8 @@ async def test_smc_with_a_cheap_condition_repeats_the_direct_sampler_run():
 
 
 async def test_the_recursive_search_is_exact_for_one_allowed_token_and_stops_after_it():
-    """One allowed token among 400, of proposal mass 0.05: the default search
-    (`max_accepts=2`, recursive estimator) returns it with the exact weight every time,
+    """One allowed token among 400, of proposal mass 0.05: the recursive search
+    (`estimator="recursive"`) returns it with the exact weight every time,
     having checked the tokens drawn before it and one more; the race estimator
     (`max_accepts=3`) checks all 400 (and EOS) to find a second accept."""
     n, mass = 400, 0.05
@@ -204,8 +204,8 @@ async def test_the_recursive_search_is_exact_for_one_allowed_token_and_stops_aft
 
     checks = []
     for seed in range(30):
-        logw, n_checks = await run(seed)
+        logw, n_checks = await run(seed, estimator="recursive")
         assert logw == pytest.approx(math.log(mass), abs=1e-9)
         checks.append(n_checks)
     assert np.mean(checks) < 100, checks
-    assert [(await run(seed, max_accepts=3))[1] for seed in range(3)] == [n + 1] * 3
+    assert [(await run(seed))[1] for seed in range(3)] == [n + 1] * 3

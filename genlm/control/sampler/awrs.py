@@ -31,9 +31,8 @@ Adaptive Weighted Rejection Sampling"). Three paths, by what the condition tells
    gives `Ẑ = [the first draw was allowed]`; `proper_weights=False` stops at the first
    accept and returns `Ẑ = M` at it (exact token, biased weight).
 
-With the default `max_accepts = 2` (no reject cap, no Monte Carlo), the search stops
-instead at the draw after the first accept `x` and uses the recursive estimator of the
-AWRS paper: with `M` the mass not yet drawn when `x` is drawn (one minus the rejected
+With `estimator="recursive"` the search stops instead at the draw after the first
+accept `x` and uses the recursive estimator of the AWRS paper: with `M` the mass not yet drawn when `x` is drawn (one minus the rejected
 mass) and `z` the next draw,
 
     Ẑ = q_x + (M - q_x) · [z allowed]   (that is, M if z is allowed, else q_x).
@@ -53,6 +52,10 @@ rejects it is exact (`z` is never allowed, `Ẑ = q_x`). When `x` holds at least
 again with `E[Ẑ | x] = q_x + q(A∩P∖x) = q(A∩P)`; a peaked row (an LM sure of its next
 token) then costs `1 - q_x/M < 1/2` checks past the first accept on average. Which
 coin is used depends on `x` and `M` only, so the induction holds for the mixture.
+The race estimator stays the default: the recursive one's `Ẑ = M` outcome is rare
+and large where the allowed mass is small and spread over several tokens (a heavy
+tail that resampling reads as noise), while the race estimator uses how much mass
+was drawn before each accept.
 
 When the condition answers a set of tokens in one call (`allowed_next`), draws are
 checked in blocks and a long search finishes by the race over the remaining tokens;
@@ -115,14 +118,17 @@ class AWRS(TokenSampler):
         proper_weights: return the unbiased weight (see the module docstring);
             when False, stop at the first accept and return `w(x)/q(x) · M` (exact
             token, biased weight).
-        max_accepts: the search stops at this many accepts `m ≥ 1`; with the default
-            `m = 2` (no `max_rejects`, no `n_monte_carlo_samples`) it stops at the draw
-            after the first accept instead and weighs by the recursive estimator.
+        max_accepts: the search stops at this many accepts `m ≥ 1`.
         max_rejects: the search stops at this many rejects (`inf`: none); bounds the
             condition checks of a search at the price of a zero weight when no
             token was accepted before.
         n_monte_carlo_samples: estimate each `φ_i` from this many simulations of the
             race's times instead of the exact series (ignored when `draw` is given).
+        estimator: the search's estimate of the allowed mass: `"race"` (default,
+            Horvitz-Thompson over the race, the lighter tail) or `"recursive"` (the
+            AWRS paper's: the search stops one draw past the first accept, fewer
+            condition checks, a heavy tail where the allowed mass is small; it takes
+            no `max_rejects`, `n_monte_carlo_samples` or `max_accepts` other than 2).
         proposal: optional potential to draw from instead of `potential`, over a
             vocabulary that holds the condition's; it must be positive wherever
             `potential * condition` is.
@@ -148,6 +154,7 @@ class AWRS(TokenSampler):
         n_monte_carlo_samples: int | None = None,
         proposal: Potential | None = None,
         autobatch: bool = True,
+        estimator: str = "race",
     ):
         for name, value in (("potential", potential), ("condition", condition), ("proposal", proposal)):
             if not (value is None and name == "proposal") and not isinstance(value, Potential):
@@ -179,12 +186,17 @@ class AWRS(TokenSampler):
         self.proper_weights = proper_weights
         self.max_accepts = int(max_accepts)
         # the recursive estimator: one coin flip after the first accept (module docstring)
-        self.recursive = (
-            proper_weights
-            and self.max_accepts == 2
-            and max_rejects == float("inf")
-            and n_monte_carlo_samples is None
-        )
+        if estimator not in ("race", "recursive"):
+            raise ValueError(f"estimator must be 'race' or 'recursive', got {estimator!r}")
+        if estimator == "recursive" and (
+            self.max_accepts != 2 or max_rejects != float("inf") or n_monte_carlo_samples is not None
+        ):
+            raise ValueError(
+                "the recursive estimator takes max_accepts=2, no max_rejects and no "
+                "n_monte_carlo_samples"
+            )
+        self.estimator = estimator
+        self.recursive = proper_weights and estimator == "recursive"
         self.max_rejects = max_rejects
         self.n_monte_carlo_samples = n_monte_carlo_samples
         self.exact = bool(condition.cheap_logw_next)
