@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from genlm.control import Potential
 from genlm.control import draw as draw_module
@@ -141,3 +142,21 @@ def assert_quiescent(*potentials) -> None:
 def same(a, b) -> bool:
     """Two `Sequences` with the same contexts and the same log weights."""
     return a.contexts == b.contexts and np.array_equal(a.log_weights, b.log_weights)
+
+
+BAD_INPUT_DOC = Path(__file__).resolve().parents[2] / "docs" / "bad-input.md"
+
+
+async def assert_clear_error(thunk, err, match) -> None:
+    """One row of the bad-input catalogue: `thunk()` (awaited, within 30 s, when it
+    returns a coroutine) raises `err` with a message matching `match`."""
+    with pytest.raises(err, match=match):
+        out = thunk()
+        if asyncio.iscoroutine(out):
+            await asyncio.wait_for(out, timeout=30)
+
+
+def undocumented(row_ids) -> list:
+    """The catalogue row ids with no `id` line in docs/bad-input.md."""
+    text = BAD_INPUT_DOC.read_text(encoding="utf-8")
+    return [r for r in row_ids if f"`{r}`" not in text]

@@ -2,7 +2,6 @@
 script: one case per row of docs/bad-input.md, each a clear error raised before any
 model work."""
 
-import asyncio
 import functools
 import importlib.util
 import os
@@ -11,6 +10,7 @@ import sys
 
 import pytest
 import torch
+from reliability_toys import assert_clear_error, undocumented
 
 from genlm.control import PromptedLLM
 from genlm.control.embedded import EMBEDDED_MODEL
@@ -68,14 +68,9 @@ def _strip(row):
 
 @pytest.mark.parametrize("thunk, err, match", [_strip(r) for r in ROWS])
 async def test_bad_input_gives_a_clear_error(thunk, err, match):
-    with pytest.raises(err, match=match):
-        out = thunk()
-        if asyncio.iscoroutine(out):
-            await asyncio.wait_for(out, timeout=30)
+    await assert_clear_error(thunk, err, match)
 
 
 def test_every_row_is_documented():
-    with open(os.path.join(ROOT, "docs", "bad-input.md"), encoding="utf-8") as f:
-        text = f.read()
-    missing = [_row_id(r) for r in ROWS if f"`{_row_id(r)}`" not in text]
+    missing = undocumented(_row_id(r) for r in ROWS)
     assert not missing, f"rows without a line in docs/bad-input.md: {missing}"
