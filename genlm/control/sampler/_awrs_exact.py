@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from genlm.control.draw import draw_many
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF
 
@@ -89,4 +90,19 @@ def boolean_rows(condition: Any, rows: np.ndarray) -> np.ndarray:
     return allowed
 
 
-__all__ = ["Support", "boolean_rows", "boolean_value", "not_boolean"]
+def stack_rows(rows: list) -> np.ndarray:
+    """The weights of `LazyWeights` rows as one float64 block."""
+    return np.stack([np.asarray(r.weights, dtype=np.float64) for r in rows])
+
+
+async def draw_one(weights, target, rng):
+    """One draw from `weights` (weighed under `target`) through the draw window."""
+    return (await draw_many([weights], [rng], None if target is None else [target]))[0]
+
+
+async def none() -> None:
+    """An awaitable None (a missing call in a gather)."""
+    return None
+
+
+__all__ = ["Support", "boolean_rows", "boolean_value", "draw_one", "none", "not_boolean", "stack_rows"]

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control.weights import NEG_INF, fold_nan
+from genlm.control.sampler._awrs_estimates import log_inclusion_estimate, monte_carlo_inclusion
+from genlm.control.weights import NEG_INF, fold_nan, logsumexp
 
 _CANCEL = 1e-3  # a running mass below this share of its total is summed afresh
 
@@ -276,3 +277,51 @@ class _Walk:
         self.rejects += int(np.count_nonzero(~flags[:end]))
         self.done = bool(len(stop))
         pool.remove_many(drawn.tolist())
+
+
+def skip_coin(walk: _Walk, probs: np.ndarray, choose: _Chooser) -> bool:
+    """Whether the recursive estimator skips its coin draw: never when the first
+    accept `x` holds less than half the mass `M` left at its draw, else with
+    probability `q_x / M` (the with-replacement coin; see `genlm.control.sampler.awrs`)."""
+    share = float(probs[walk.accepts[0]]) / walk.masses[walk.accept_at[0]]
+    return share >= 0.5 and choose.coin(min(share, 1.0))
+
+
+def walk_estimate(
+    walk: _Walk,
+    probs: np.ndarray,
+    choose: _Chooser,
+    *,
+    max_accepts: int,
+    proper_weights: bool,
+    n_monte_carlo_samples: int | None,
+) -> tuple[int | None, float]:
+    """The returned token and `log Ẑ` of a finished walk (see `genlm.control.sampler.awrs`):
+    the recursive estimator for a `coin` walk, else the race's Horvitz-Thompson weights."""
+    if not walk.accepts:
+        return None, NEG_INF
+    if not proper_weights:
+        return walk.accepts[0], math.log(walk.masses[walk.accept_at[0]])
+    if max_accepts == 1:
+        return walk.accepts[0], 0.0 if walk.accept_at[0] == 0 else NEG_INF
+    if walk.coin:
+        x, k = walk.accepts[0], walk.accept_at[0]
+        q_x, mass = float(probs[x]), walk.masses[k]
+        if walk.skip is None:  # the coin draw came in the first accept's block
+            walk.skip = skip_coin(walk, probs, choose)
+        heads = not walk.skip and len(walk.accept_at) > 1 and walk.accept_at[1] == k + 1
+        if not heads:
+            return x, math.log(q_x)
+        return x, math.log(q_x + mass if q_x >= mass / 2 else mass)
+    included = walk.accepts[: max_accepts - 1]
+    q = probs[included]
+    if not walk.done:  # every token was checked: A is known
+        log_phi = np.log(q)
+    elif n_monte_carlo_samples is not None and choose.draw is None:
+        masses = np.array(walk.masses)
+        log_phi = np.array([monte_carlo_inclusion(choose.rng, float(x), masses, n_monte_carlo_samples) for x in q])
+    else:
+        masses = np.array(walk.masses)
+        log_phi = np.array([log_inclusion_estimate(float(x), masses) for x in q])
+    first = included[0] if len(included) == 1 else choose.pick(included, np.exp(log_phi - log_phi.max()))
+    return first, float(logsumexp(log_phi))

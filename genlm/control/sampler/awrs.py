@@ -74,11 +74,24 @@ from genlm.control._args import is_int, is_real, reject_bool
 from genlm.control.draw import current_rng, draw_from, draw_many
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
-from genlm.control.sampler._awrs_estimates import log_inclusion_estimate, monte_carlo_inclusion
-from genlm.control.sampler._awrs_exact import Support, boolean_rows, boolean_value
-from genlm.control.sampler._awrs_search import _Chooser, _folded_max, _Pool, _Walk
+from genlm.control.sampler._awrs_exact import (
+    Support,
+    boolean_rows,
+    boolean_value,
+    draw_one,
+    none,
+    stack_rows,
+)
+from genlm.control.sampler._awrs_search import (
+    _Chooser,
+    _folded_max,
+    _Pool,
+    _Walk,
+    skip_coin,
+    walk_estimate,
+)
 from genlm.control.sampler.token import TokenSampler
-from genlm.control.weights import NEG_INF, fold_nan, logsumexp
+from genlm.control.weights import NEG_INF, fold_nan
 from genlm.control.window import gather_or_cancel
 
 
@@ -220,14 +233,14 @@ class AWRS(TokenSampler):
         """The potential's and the proposal's rows on the condition's `vocab_eos`."""
         support = self.support
         if self.proposal is None:
-            w = _stack(await self.potential.batch_logw_next(contexts))
+            w = stack_rows(await self.potential.batch_logw_next(contexts))
             w = fold_nan(support.view(w, support.potential))
             return w, w
         wl, ql = await gather_or_cancel(
             self.potential.batch_logw_next(contexts), self.proposal.batch_logw_next(contexts)
         )
-        w = fold_nan(support.view(_stack(wl), support.potential))
-        return w, fold_nan(support.view(_stack(ql), support.proposal))
+        w = fold_nan(support.view(stack_rows(wl), support.potential))
+        return w, fold_nan(support.view(stack_rows(ql), support.proposal))
 
     def _rng(self) -> np.random.Generator:
         return self.rng if self.rng is not None else current_rng()
@@ -236,10 +249,10 @@ class AWRS(TokenSampler):
         """An exact draw from `q` restricted to `allowed`, weighed under `w`."""
         target = self.condition.make_lazy_weights(np.where(allowed, w, NEG_INF))
         if self.proposal is None:
-            d = await (_one(target, None, self._rng()) if draw is None else draw_from(target, draw=draw))
+            d = await (draw_one(target, None, self._rng()) if draw is None else draw_from(target, draw=draw))
         else:
             rows = self.condition.make_lazy_weights(np.where(allowed, q, NEG_INF))
-            d = await (_one(rows, target, self._rng()) if draw is None else draw_from(rows, draw=draw, target=target))
+            d = await (draw_one(rows, target, self._rng()) if draw is None else draw_from(rows, draw=draw, target=target))
         return d.token, d.logw, d.logp
 
     # Sampling ------------------------------------------------------------------
@@ -278,7 +291,7 @@ class AWRS(TokenSampler):
         if not contexts:
             return []
         (w, q), c = await gather_or_cancel(self._rows(contexts), self.condition.batch_logw_next(contexts))
-        allowed = boolean_rows(self.condition, _stack(c))
+        allowed = boolean_rows(self.condition, stack_rows(c))
         make = self.condition.make_lazy_weights
         targets = [make(row) for row in np.where(allowed, w, NEG_INF)]
         rngs = rngs if self.rng is None else [self.rng] * len(contexts)
@@ -315,7 +328,7 @@ class AWRS(TokenSampler):
         ext = [context + [x] for x in tokens if x != eos]
         values, complete = await gather_or_cancel(
             self.condition.batch_prefix(ext),
-            self.condition.complete(context) if eos in tokens else _none(),
+            self.condition.complete(context) if eos in tokens else none(),
         )
         it = iter(values)
         return np.array(
@@ -355,7 +368,7 @@ class AWRS(TokenSampler):
         while not walk.done:
             if walk.coin and walk.accepts and walk.skip is None:
                 # the coin draw is next: decide first whether it is needed at all
-                walk.skip = self._skip_coin(walk, probs, choose)
+                walk.skip = skip_coin(walk, probs, choose)
                 if walk.skip:
                     break
             mass = pool.mass
@@ -376,46 +389,15 @@ class AWRS(TokenSampler):
                     checks += len(live)
                 break
             size = min(2 * size, self.max_block) if batched else 1
-        first, log_z = self._estimate(walk, probs, choose)
+        first, log_z = walk_estimate(
+            walk,
+            probs,
+            choose,
+            max_accepts=self.max_accepts,
+            proper_weights=self.proper_weights,
+            n_monte_carlo_samples=self.n_monte_carlo_samples,
+        )
         return Search(first, log_z, choose.logp, checks)
-
-    def _estimate(self, walk: _Walk, probs: np.ndarray, choose: _Chooser) -> tuple[int | None, float]:
-        """The returned token and `log Ẑ` of a finished walk (see the module docstring)."""
-        if not walk.accepts:
-            return None, NEG_INF
-        if not self.proper_weights:
-            return walk.accepts[0], math.log(walk.masses[walk.accept_at[0]])
-        if self.max_accepts == 1:
-            return walk.accepts[0], 0.0 if walk.accept_at[0] == 0 else NEG_INF
-        if walk.coin:
-            x, k = walk.accepts[0], walk.accept_at[0]
-            q_x, mass = float(probs[x]), walk.masses[k]
-            if walk.skip is None:  # the coin draw came in the first accept's block
-                walk.skip = self._skip_coin(walk, probs, choose)
-            heads = not walk.skip and len(walk.accept_at) > 1 and walk.accept_at[1] == k + 1
-            if not heads:
-                return x, math.log(q_x)
-            return x, math.log(q_x + mass if q_x >= mass / 2 else mass)
-        included = walk.accepts[: self.max_accepts - 1]
-        q = probs[included]
-        if not walk.done:  # every token was checked: A is known
-            log_phi = np.log(q)
-        elif self.n_monte_carlo_samples is not None and choose.draw is None:
-            masses, n = np.array(walk.masses), self.n_monte_carlo_samples
-            log_phi = np.array([monte_carlo_inclusion(choose.rng, float(x), masses, n) for x in q])
-        else:
-            masses = np.array(walk.masses)
-            log_phi = np.array([log_inclusion_estimate(float(x), masses) for x in q])
-        first = included[0] if len(included) == 1 else choose.pick(included, np.exp(log_phi - log_phi.max()))
-        return first, float(logsumexp(log_phi))
-
-    @staticmethod
-    def _skip_coin(walk: _Walk, probs: np.ndarray, choose: _Chooser) -> bool:
-        """Whether the recursive estimator skips its coin draw: never when the first
-        accept `x` holds less than half the mass `M` left at its draw, else with
-        probability `q_x / M` (the with-replacement coin; module docstring)."""
-        share = float(probs[walk.accepts[0]]) / walk.masses[walk.accept_at[0]]
-        return share >= 0.5 and choose.coin(min(share, 1.0))
 
     def cleanup(self) -> None:
         for p in (self.potential, self.condition, self.proposal):
@@ -424,18 +406,6 @@ class AWRS(TokenSampler):
 
     def __repr__(self) -> str:
         return f"AWRS({self.potential!r}, {self.condition!r}, max_accepts={self.max_accepts})"
-
-
-def _stack(rows: list) -> np.ndarray:
-    return np.stack([np.asarray(r.weights, dtype=np.float64) for r in rows])
-
-
-async def _one(weights, target, rng):
-    return (await draw_many([weights], [rng], None if target is None else [target]))[0]
-
-
-async def _none() -> None:
-    return None
 
 
 __all__ = ["AWRS", "Search"]
