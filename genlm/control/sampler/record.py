@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from genlm.control._args import is_int, is_real
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.record_file import read_text_file, write_text_atomically
 from genlm.control.sampler.resampling import ess
@@ -59,13 +59,13 @@ def _shown(value: Any) -> str:
 def _check_int(value: Any, name: str, lo: int = 0, none: bool = False) -> None:
     if value is None and none:
         return
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < lo:
+    if not is_int(value) or value < lo:
         raise RecordError(name, f"must be an integer ≥ {lo}{' or null' if none else ''}, got {_shown(value)}")
 
 
 def _check_real(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf, neg_inf: bool = False) -> None:
     """A real number in [lo, hi], finite (or `-inf` when `neg_inf`)."""
-    ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real)
+    ok = is_real(value)
     if ok and not (neg_inf and value == -math.inf):
         ok = math.isfinite(value) and lo <= value <= hi
     if not ok:
@@ -179,7 +179,7 @@ class StepRecord:
         if self.ancestors is not None:
             _check_list(self.ancestors, "ancestors", n)
             for i, a in enumerate(self.ancestors):
-                if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Integral) or not 0 <= a < n:
+                if not is_int(a) or not 0 <= a < n:
                     raise RecordError(f"ancestors[{i}]", f"must be a particle index in [0, {n}), got {_shown(a)}")
 
     @property
