@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
-from genlm.control import BoolCFG, BoolFSA, PromptedLLM  # noqa: E402
-from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
+from genlm.control import BoolCFG, BoolFSA  # noqa: E402
 from genlm.control.potential.built_in._cfg_lark import read_lark  # noqa: E402
 from genlm.control.potential.built_in._lark_exact import engine_lark  # noqa: E402
 from genlm.control.potential.built_in.guided import GuidedCoerced  # noqa: E402
@@ -102,19 +101,6 @@ GRAMMARS = {f"corpus-{i}": (g, True) for i, g in enumerate(sorted(PY_GRAMMARS))}
 def test_the_corpus_is_found():
     assert r" [0-9]+\." in REGEXES and r"[0-9]{3}-[0-9]{4}" in REGEXES
     assert len(PY_GRAMMARS) >= 3  # benchmarks' and the SQL example's grammars
-
-
-@pytest.fixture(scope="module")
-def llm():
-    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
-
-
-@pytest.fixture(scope="module")
-def pieces(llm):
-    out = {}
-    for t in llm.vocab:
-        out.setdefault(bytes(t), t)
-    return out
 
 
 def tokens(pieces, data: bytes, cuts) -> list:

@@ -14,9 +14,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest.importorskip("llguidance")
 
-from genlm.control import BoolCFG, BoolFSA, JsonSchema, PromptedLLM  # noqa: E402
+from genlm.control import BoolCFG, BoolFSA, JsonSchema  # noqa: E402
 from genlm.control.constant import EOS  # noqa: E402
-from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
 from genlm.control.potential import Coerced  # noqa: E402
 from genlm.control.potential.built_in._guided_regex import (  # noqa: E402
     ascii_classes,
@@ -31,20 +30,6 @@ HYP = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-@pytest.fixture(scope="module")
-def llm():
-    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
-
-
-@pytest.fixture(scope="module")
-def pieces(llm):
-    """bytes → a vocabulary token with those bytes (every single byte has one)."""
-    out = {}
-    for t in llm.vocab:
-        out.setdefault(bytes(t), t)
-    return out
 
 
 def split(pieces, text: bytes, cuts: list[int]) -> list:
