@@ -62,10 +62,7 @@ def warn_unvectorised(potential: Potential, n_nodes: int) -> None:
 def stateful_potential(potential: Potential) -> Potential | None:
     """The potential that carries states for `potential` (see `Potential.state_of`):
     itself, or the potential under its autobatched view; None when it carries none."""
-    from genlm.control.potential.autobatch import AutoBatchedPotential
-
-    if isinstance(potential, AutoBatchedPotential):
-        potential = potential.potential
+    potential = unbatched(potential)
     return potential if potential.stateful else None
 
 
