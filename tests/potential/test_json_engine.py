@@ -216,7 +216,7 @@ def test_coerce_takes_the_engine_only_where_exact(llm, caplog):
     exact = JsonSchema({"type": "array", "items": {"type": "integer"}})
     off = JsonSchema({"type": "object", "required": ["z"]})
     assert isinstance(exact.coerce(llm, f=b"".join), GuidedCoerced)
-    with caplog.at_level("DEBUG", logger="genlm.control.potential.built_in.json"):
+    with caplog.at_level("DEBUG", logger="genlm.control.potential.built_in.guided"):
         assert isinstance(off.coerce(llm, f=b"".join), CoercedJson)
     assert "objects: the engine writes declared properties" in caplog.text
     assert isinstance(off.coerce(llm, f=b"".join, engine=True), GuidedCoerced)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,8 +14,6 @@ from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
 from genlm.control.weights import NEG_INF, LazyWeights
-
-logger = logging.getLogger(__name__)
 
 
 class JsonSchema(CachedRecognizer):
@@ -173,10 +170,7 @@ class JsonSchema(CachedRecognizer):
             from genlm.control.potential.built_in.guided import engine_coerce
 
             differs = engine_difference(self.schema) if engine is None else None
-            if differs is not None:
-                logger.debug("JsonSchema.coerce: the engine's language may differ: %s", differs)
-            source = self.schema if differs is None else None
-            fast = engine_coerce(self, other, f, engine, "json_schema", source)
+            fast = engine_coerce(self, other, f, engine, "json_schema", self.schema, differs)
             if fast is not None:
                 return fast
 
