@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from genlm.control.potential.base import Potential
-from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.weights import NEG_INF, LazyWeights, host_rows
 from genlm.control.window import gather_or_cancel
 
 
@@ -258,7 +258,7 @@ class _NodeRows:
     async def root(self) -> np.ndarray:
         if self.carrier is not None:
             return self.carrier.logw_next_of(self.states[0])
-        return (await self.potential.logw_next(self.base)).weights
+        return (await self.potential.logw_next(self.base)).host()
 
     async def rows(self, need: list[int]) -> list[np.ndarray]:
         """Rows at `need`, nodes whose parents were visited before."""
@@ -270,7 +270,7 @@ class _NodeRows:
         for p in need:
             self.paths[p] = self.paths[int(trie.parent[p])] + [trie.symbol[p]]
         got = await self.potential.batch_logw_next([self.base + self.paths[p] for p in need])
-        return [w.weights for w in got]
+        return host_rows(got)
 
 
 class _Pacer:

@@ -21,6 +21,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from genlm.control._device import is_tensor
 from genlm.control.potential.built_in._guided_regex import ascii_classes
 from genlm.control.weights import NEG_INF
 
@@ -227,8 +228,41 @@ def mask_rows(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray) -> n
     return np.where(allowed.astype(bool), 0.0, NEG_INF)
 
 
+def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, ref: Any = None) -> Any:
+    """Bool blocks over `vocab_eos` (True where `mask_rows` has 0): NumPy on the host,
+    or, when `ref` is a torch tensor, unpacked on `ref`'s device from the packed
+    words (a copy of `n_words` int32 per row goes there, never a row of floats)."""
+    if not is_tensor(ref):
+        bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little")
+        return np.concatenate([bits[:, vocab.vocab_ids].astype(bool), accepting[:, None]], axis=1)
+    import torch
+
+    device = ref.device
+    word, shift = _bit_positions(vocab, device)
+    words = torch.as_tensor(masks, device=device)
+    bits = (words[:, word] >> shift) & 1  # an arithmetic shift of bit 31 is masked to 1 bit
+    ok = torch.as_tensor(accepting, device=device)[:, None]
+    return torch.cat([bits.bool(), ok], dim=1)
+
+
+_POSITIONS: dict = {}
+
+
+def _bit_positions(vocab: EngineVocab, device: Any) -> tuple:
+    """Word index and bit shift of each vocabulary token id, on `device` (cached)."""
+    import torch
+
+    key = (id(vocab), str(device))
+    got = _POSITIONS.get(key)
+    if got is None or got[0] is not vocab:
+        ids = torch.as_tensor(vocab.vocab_ids, device=device)
+        got = _POSITIONS[key] = (vocab, ids >> 5, (ids & 31).to(torch.int32))
+    return got[1], got[2]
+
+
 __all__ = [
     "EngineVocab",
+    "mask_allowed",
     "KINDS",
     "compile_grammar",
     "engine_vocab",
