@@ -37,6 +37,7 @@ import torch
 from genlm.control import AWRS, BoolFSA, Potential, PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
 from genlm.control.embedded import EMBEDDED_MODEL
+from genlm.control.potential.built_in._guided_engine import mask_allowed
 
 PROMPT = "The value is"
 PATTERN = r" (a|an|the)( (a|an|the)){0,2}\."
@@ -372,3 +373,27 @@ def test_engine_step_reads_back_once(device_llm, device_conditions, n_particles)
         with counting_readbacks() as n:
             asyncio.run(sampler.batch_sample(contexts, rngs))
         assert n.value == 1, type(sampler).__name__
+
+
+def test_engine_masks_unpack_alike_on_host_and_device(device_conditions):
+    """Packed engine masks unpacked on a tensor's device equal the host unpacking:
+    for the condition's own masks (which also equal its `logw_next` rows) and for
+    random words, where every bit position, bit 31 (the int32 sign) included, is set
+    and clear somewhere."""
+    guided = device_conditions[None].guided
+    ref = torch.zeros(1)
+    on_device = asyncio.run(guided.batch_allowed([[]], like=ref))
+    on_host = asyncio.run(guided.batch_allowed([[]]))
+    rows = np.stack([r.weights for r in asyncio.run(guided.batch_logw_next([[]]))])
+    assert isinstance(on_device, torch.Tensor) and on_device.dtype == torch.bool
+    np.testing.assert_array_equal(on_device.numpy(), on_host)
+    np.testing.assert_array_equal(on_host, rows == 0)
+    assert 0 < on_host[0].sum() < on_host.shape[1]
+    vocab = guided.engine
+    words = np.random.default_rng(0).integers(-(2**31), 2**31, size=(3, vocab.n_words)).astype(np.int32)
+    accepting = np.array([True, False, True])
+    dev = mask_allowed(vocab, words, accepting, ref).numpy()
+    host = mask_allowed(vocab, words, accepting)
+    np.testing.assert_array_equal(dev, host)
+    bit31 = vocab.vocab_ids % 32 == 31
+    assert host[:, :-1][:, bit31].any() and not host[:, :-1][:, bit31].all()

@@ -108,7 +108,7 @@ def like_mask(allowed: np.ndarray, like: Any) -> Any:
 def masked(allowed: Any, w: Any) -> Any:
     """`w` where `allowed`, `-inf` elsewhere (on `w`'s device)."""
     if is_tensor(w):
-        return w.masked_fill(~allowed, NEG_INF)
+        return w.where(allowed, NEG_INF)
     return np.where(allowed, w, NEG_INF)
 
 

@@ -240,13 +240,13 @@ class AWRS(TokenSampler):
         support = self.support
         if self.proposal is None:
             w = stack([r.weights for r in await self.potential.batch_logw_next(contexts)])
-            w = fold_nan(support.view(w, support.potential))
+            w = _fold(support.view(w, support.potential))
             return w, w
         wl, ql = await gather_or_cancel(
             self.potential.batch_logw_next(contexts), self.proposal.batch_logw_next(contexts)
         )
-        w = fold_nan(support.view(stack([r.weights for r in wl]), support.potential))
-        q = fold_nan(support.view(stack([r.weights for r in ql]), support.proposal))
+        w = _fold(support.view(stack([r.weights for r in wl]), support.potential))
+        q = _fold(support.view(stack([r.weights for r in ql]), support.proposal))
         return match(w, q)
 
     async def _allowed_rows(self, contexts: list[list], like: Any) -> Any:
@@ -448,6 +448,13 @@ class AWRS(TokenSampler):
 
     def __repr__(self) -> str:
         return f"AWRS({self.potential!r}, {self.condition!r}, max_accepts={self.max_accepts})"
+
+
+def _fold(block: Any) -> Any:
+    """`fold_nan` of a NumPy block; a tensor block is left as it is, since the draw
+    folds a row holding NaN on the device and the search folds it on the host
+    (`_folded_max`), which saves a pass over every row."""
+    return block if is_tensor(block) else fold_nan(block)
 
 
 __all__ = ["AWRS", "Search"]

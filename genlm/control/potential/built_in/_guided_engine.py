@@ -238,25 +238,29 @@ def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, r
     import torch
 
     device = ref.device
-    word, shift = _bit_positions(vocab, device)
+    word, bit = _bit_positions(vocab, device)
     words = torch.as_tensor(masks, device=device)
-    bits = (words[:, word] >> shift) & 1  # an arithmetic shift of bit 31 is masked to 1 bit
-    ok = torch.as_tensor(accepting, device=device)[:, None]
-    return torch.cat([bits.bool(), ok], dim=1)
+    out = torch.empty(len(masks), len(vocab.vocab_ids) + 1, dtype=torch.bool, device=device)
+    out[:, :-1] = (words[:, word] & bit) != 0
+    out[:, -1] = torch.as_tensor(accepting, device=device)
+    return out
 
 
 _POSITIONS: dict = {}
 
 
 def _bit_positions(vocab: EngineVocab, device: Any) -> tuple:
-    """Word index and bit shift of each vocabulary token id, on `device` (cached)."""
+    """Word index and bit value (`1 << (id % 32)` as int32, bit 31 negative) of each
+    vocabulary token id, on `device` (cached)."""
     import torch
 
     key = (id(vocab), str(device))
     got = _POSITIONS.get(key)
     if got is None or got[0] is not vocab:
         ids = torch.as_tensor(vocab.vocab_ids, device=device)
-        got = _POSITIONS[key] = (vocab, ids >> 5, (ids & 31).to(torch.int32))
+        bit = torch.bitwise_left_shift(torch.ones_like(ids), ids & 31).to(torch.int64)
+        bit = torch.where(bit >= 2**31, bit - 2**32, bit).to(torch.int32)
+        got = _POSITIONS[key] = (vocab, ids >> 5, bit)
     return got[1], got[2]
 
 
