@@ -68,9 +68,10 @@ def _indices(rows: torch.Tensor, probs: torch.Tensor, rngs: Sequence, method: st
     if method == "inverse_cdf":
         cdf = probs.cumsum(dim=1)
         total = cdf[:, -1]
-        u = torch.as_tensor(np.fromiter((r.random() for r in rngs), np.float64, n), device=rows.device)
-        goal = (u * total.double()).to(cdf.dtype)
-        goal = torch.minimum(goal, torch.nextafter(total, torch.zeros_like(total)))
+        u = np.fromiter((r.random() for r in rngs), np.float64, n)
+        goal = torch.as_tensor(u, device=rows.device).mul_(total).to(cdf.dtype)
+        # a goal that rounds up to the total lands on the last entry, which the
+        # zero-mass check below moves when it has no mass
         idx = torch.searchsorted(cdf, goal[:, None], right=True)[:, 0]
         return idx.clamp_(max=v - 1), total
     total = probs.sum(dim=1)
@@ -119,17 +120,21 @@ def sample_tensor_rows(
 
 def _draw(rows: torch.Tensor, rngs: Sequence, method: str, targets: torch.Tensor | None) -> list[np.ndarray]:
     peak = rows.amax(dim=1)
-    shift = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
+    shift = peak.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
     probs = (rows - shift[:, None]).exp_()
     idx, total = _indices(rows, probs, rngs, method)
-    picked = rows.gather(1, idx[:, None])[:, 0]
-    mass = probs.gather(1, idx[:, None])[:, 0]
-    tval = picked if targets is None else targets.gather(1, idx[:, None])[:, 0]
-    log_z = total.log() + shift
-    zero = (mass <= 0) & (total > 0)
-    dt = torch.float64 if rows.device.type != "mps" else torch.float32
-    back = read_back(torch.stack([x.to(dt) for x in (idx, log_z, picked, tval, peak, zero)])).numpy()
-    out = [back[k].astype(np.float64) for k in range(6)]
+    at = idx[:, None]
+    picked = rows.gather(1, at)[:, 0]
+    mass = probs.gather(1, at)[:, 0]
+    tval = picked if targets is None else targets.gather(1, at)[:, 0].to(rows.dtype)
+    log_z = total.log().add_(shift)
+    # a row without mass reads as "no zero-mass pick" through its total
+    zero = torch.where(total > 0, mass, 1.0)
+    # float32 holds every index below 2**24, more than any vocabulary
+    back = read_back(torch.stack([idx.to(rows.dtype), log_z, picked, tval, peak, zero]))
+    back = back.numpy().astype(np.float64)
+    out = [back[k] for k in range(6)]
+    out[5] = (out[5] <= 0).astype(np.float64)
     for r in np.flatnonzero(out[5] > 0):  # a scan rounded onto a zero-mass entry
         mass_row = to_host(probs[r])
         i = int(out[0][r])
