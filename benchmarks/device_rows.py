@@ -63,7 +63,8 @@ class FixedRows(Potential):
 
 class PackedMask(Potential):
     """A Boolean condition with an engine's interface: every other token allowed,
-    held as packed 32-bit words (llguidance's layout), no grammar work."""
+    held as packed 32-bit words (llguidance's layout), no grammar work. Older
+    versions of the library, which lack `batch_allowed`, read its float rows."""
 
     cheap_logw_next = True
 
@@ -74,6 +75,7 @@ class PackedMask(Potential):
         bits[ids[ids % 2 == 0]] = 1
         self.words = np.packbits(bits, bitorder="little").view(np.int32)
         self.ids = ids
+        self.engine = None
         self.row = np.where(np.append(ids % 2 == 0, True), 0.0, -math.inf)
 
     async def prefix(self, context):
@@ -89,14 +91,13 @@ class PackedMask(Potential):
         return self.make_lazy_weights(self.row)
 
     async def batch_allowed(self, contexts, like=None):
+        """The engine's unpacking (`mask_allowed`), on `like`'s device."""
+        from genlm.control.potential.built_in._guided_engine import EngineVocab, mask_allowed
+
+        if self.engine is None:
+            self.engine = EngineVocab(None, self.ids, (), len(self.words))
         n = len(contexts)
-        masks = np.tile(self.words, (n, 1))
-        if isinstance(like, torch.Tensor):
-            words = torch.as_tensor(masks, device=like.device)
-            ids = torch.as_tensor(self.ids, device=like.device)
-            bits = (words[:, ids >> 5] >> (ids & 31).to(torch.int32)) & 1
-            return torch.cat([bits.bool(), torch.ones(n, 1, dtype=torch.bool, device=like.device)], dim=1)
-        return np.tile(self.row == 0, (n, 1))
+        return mask_allowed(self.engine, np.tile(self.words, (n, 1)), np.ones(n, dtype=bool), like)
 
 
 def bare_draw(block: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -37,7 +37,7 @@ import torch
 from genlm.control import AWRS, BoolFSA, Potential, PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
 from genlm.control.embedded import EMBEDDED_MODEL
-from genlm.control.potential.built_in._guided_engine import mask_allowed
+from genlm.control.potential.built_in._guided_engine import EngineVocab, mask_allowed
 
 PROMPT = "The value is"
 PATTERN = r" (a|an|the)( (a|an|the)){0,2}\."
@@ -397,3 +397,9 @@ def test_engine_masks_unpack_alike_on_host_and_device(device_conditions):
     np.testing.assert_array_equal(dev, host)
     bit31 = vocab.vocab_ids % 32 == 31
     assert host[:, :-1][:, bit31].any() and not host[:, :-1][:, bit31].all()
+    # scattered ids (more runs than are copied run by run) are gathered instead
+    rng = np.random.default_rng(1)
+    scattered = EngineVocab(None, np.sort(rng.choice(vocab.n_words * 32, 500, replace=False)), (), vocab.n_words)
+    np.testing.assert_array_equal(
+        mask_allowed(scattered, words, accepting, ref).numpy(), mask_allowed(scattered, words, accepting)
+    )

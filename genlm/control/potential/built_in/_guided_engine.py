@@ -231,37 +231,57 @@ def mask_rows(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray) -> n
 def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, ref: Any = None) -> Any:
     """Bool blocks over `vocab_eos` (True where `mask_rows` has 0): NumPy on the host,
     or, when `ref` is a torch tensor, unpacked on `ref`'s device from the packed
-    words (a copy of `n_words` int32 per row goes there, never a row of floats)."""
+    words (a copy of `n_words` int32 per row goes there, never a row of floats).
+
+    On the device each byte of the masks looks up its 8 bits in a 256-entry table
+    (one `index_select`), which gives the bits in token-id order; the vocabulary's
+    ids are then copied out run by run (a vocabulary is the model's ids minus a few
+    EOS ids, so a handful of contiguous runs), or gathered when they are scattered.
+    """
     if not is_tensor(ref):
         bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little")
         return np.concatenate([bits[:, vocab.vocab_ids].astype(bool), accepting[:, None]], axis=1)
     import torch
 
     device = ref.device
-    word, bit = _bit_positions(vocab, device)
-    words = torch.as_tensor(masks, device=device)
-    out = torch.empty(len(masks), len(vocab.vocab_ids) + 1, dtype=torch.bool, device=device)
-    out[:, :-1] = (words[:, word] & bit) != 0
+    table, runs, ids = _unpacking(vocab, device)
+    n = len(masks)
+    raw = torch.as_tensor(np.ascontiguousarray(masks).view(np.uint8), device=device)
+    bits = table.index_select(0, raw.reshape(-1).long()).reshape(n, -1)
+    out = torch.empty(n, len(vocab.vocab_ids) + 1, dtype=torch.bool, device=device)
+    if runs is None:
+        out[:, :-1] = bits.index_select(1, ids)
+    else:
+        for start, stop, at in runs:
+            out[:, at : at + stop - start] = bits[:, start:stop]
     out[:, -1] = torch.as_tensor(accepting, device=device)
     return out
 
 
-_POSITIONS: dict = {}
+_UNPACKING: dict = {}
+_MAX_RUNS = 16
 
 
-def _bit_positions(vocab: EngineVocab, device: Any) -> tuple:
-    """Word index and bit value (`1 << (id % 32)` as int32, bit 31 negative) of each
-    vocabulary token id, on `device` (cached)."""
+def _unpacking(vocab: EngineVocab, device: Any) -> tuple:
+    """The byte → bits table on `device`, and the vocabulary's ids as contiguous runs
+    `(first id, stop id, position)` (None when there are more than `_MAX_RUNS`, then
+    the ids as a tensor to gather with); cached per vocabulary and device."""
     import torch
 
     key = (id(vocab), str(device))
-    got = _POSITIONS.get(key)
+    got = _UNPACKING.get(key)
     if got is None or got[0] is not vocab:
-        ids = torch.as_tensor(vocab.vocab_ids, device=device)
-        bit = torch.bitwise_left_shift(torch.ones_like(ids), ids & 31).to(torch.int64)
-        bit = torch.where(bit >= 2**31, bit - 2**32, bit).to(torch.int32)
-        got = _POSITIONS[key] = (vocab, ids >> 5, bit)
-    return got[1], got[2]
+        byte_bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+        table = torch.as_tensor(byte_bits.astype(bool), device=device)
+        ids = np.asarray(vocab.vocab_ids)
+        breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+        starts = np.concatenate([[0], breaks]) if len(ids) else np.array([], dtype=np.int64)
+        stops = np.concatenate([breaks, [len(ids)]]) if len(ids) else np.array([], dtype=np.int64)
+        runs = None
+        if len(starts) <= _MAX_RUNS:
+            runs = [(int(ids[a]), int(ids[a]) + int(b - a), int(a)) for a, b in zip(starts, stops)]
+        got = _UNPACKING[key] = (vocab, table, runs, torch.as_tensor(ids, device=device))
+    return got[1], got[2], got[3]
 
 
 __all__ = [
