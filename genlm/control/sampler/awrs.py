@@ -71,7 +71,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
-from genlm.control.draw import current_rng, draw_from, draw_many
+from genlm.control.draw import context_rng, current_rng, draw_from, draw_many
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
 from genlm.control.sampler._awrs_exact import (
@@ -124,8 +124,11 @@ class AWRS(TokenSampler):
             read whole (exact weights); one with an async `allowed_next(ctx, indices)`
             (the answers for the tokens at `indices` of its `vocab_eos` in one call)
             has its draws checked in blocks.
-        seed: seed of this sampler's own Generator; by default draws use
-            `genlm.control.draw.current_rng()` (in SMC: each particle's stream).
+        seed: makes the sampler's draws a function of `seed` too. Outside SMC (and
+            outside `using_rng`) draws come from this sampler's own Generator, seeded
+            with `seed`; inside a run each draw's generator is derived from `seed` and
+            the particle's stream, so it composes with `smc(..., seed=)` instead of
+            replacing it. Without `seed`, draws use `genlm.control.draw.current_rng()`.
         prune_logws: kept for compatibility: tokens of zero proposal weight are never
             drawn nor checked.
         proper_weights: return the unbiased weight (see the module docstring);
@@ -195,6 +198,8 @@ class AWRS(TokenSampler):
         self.autobatch = autobatch
         self.seed = seed
         self.rng = None if seed is None else np.random.default_rng(seed)
+        # two words of the seed, mixed with each particle's stream in `_composed`
+        self._seed_key = None if seed is None else np.random.default_rng(seed).integers(0, 2**63, size=2).tolist()
         self.prune_logws = prune_logws
         self.proper_weights = proper_weights
         self.max_accepts = int(max_accepts)
@@ -243,7 +248,18 @@ class AWRS(TokenSampler):
         return w, fold_nan(support.view(stack_rows(ql), support.proposal))
 
     def _rng(self) -> np.random.Generator:
-        return self.rng if self.rng is not None else current_rng()
+        """The particle's stream (composed with `seed`); outside a run `self.rng`."""
+        stream = context_rng()
+        if stream is None:
+            return self.rng if self.rng is not None else current_rng()
+        return self._composed(stream)
+
+    def _composed(self, stream: np.random.Generator) -> np.random.Generator:
+        """`stream` without `seed`; with it, a generator seeded by two words of the
+        seed and two drawn from `stream`, a function of both."""
+        if self._seed_key is None:
+            return stream
+        return np.random.default_rng([*self._seed_key, *stream.integers(0, 2**63, size=2).tolist()])
 
     async def _exact(self, w: np.ndarray, q: np.ndarray, allowed: np.ndarray, draw: Any) -> tuple:
         """An exact draw from `q` restricted to `allowed`, weighed under `w`."""
@@ -294,7 +310,7 @@ class AWRS(TokenSampler):
         allowed = boolean_rows(self.condition, stack_rows(c))
         make = self.condition.make_lazy_weights
         targets = [make(row) for row in np.where(allowed, w, NEG_INF)]
-        rngs = rngs if self.rng is None else [self.rng] * len(contexts)
+        rngs = [self._composed(r) for r in rngs]
         if self.proposal is None:
             draws = await draw_many(targets, rngs)
         else:
