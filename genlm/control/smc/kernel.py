@@ -23,6 +23,20 @@ from genlm.control.smc.state import PopulationState, Proposals, closed
 from genlm.control.weights import NEG_INF, fold_nan
 
 
+def _indices(name: str, values: Any, n: int) -> np.ndarray:
+    """`values` as a 1-D index array into `n` particles.
+
+    Raises:
+        ValueError: not integers, not 1-D, or outside `[0, n)`.
+    """
+    arr = np.asarray(values)
+    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{name} must be a 1-D array of particle indices, got {arr.dtype} of shape {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        raise ValueError(f"{name} must be particle indices in [0, {n}), got values in [{arr.min()}, {arr.max()}]")
+    return arr.astype(np.intp, copy=False)
+
+
 def initial_state(n: int, start: float, eos: Any) -> PopulationState:
     """`n` empty contexts of log weight `start = target.prefix([])`; when `start` is
     `-inf` every particle is finished at once with the context `(eos,)`."""
@@ -52,9 +66,17 @@ def reweight(state: PopulationState, live: np.ndarray, proposals: Proposals, eos
     context is then closed with EOS, see `state.closed`).
 
     Raises:
-        ValueError: if an increment is `+inf`.
+        ValueError: if an increment is `+inf`, `proposals` and `live` differ in
+            length, or `live` names a finished particle or no particle.
     """
-    live = np.asarray(live, dtype=np.intp)
+    live = _indices("live", live, state.n)
+    if len(proposals.contexts) != len(live) or any(len(a) != len(live) for a in proposals[1:]):
+        raise ValueError(
+            f"reweight needs one proposal per live particle: {len(live)} live, "
+            f"proposals of lengths {[len(a) for a in proposals]}"
+        )
+    if state.done[live].any():
+        raise ValueError(f"reweight: particle {int(live[state.done[live]][0])} has already finished")
     log_weights = state.log_weights.copy()
     log_weights[live] += fold_nan(increments(state.twists[live], proposals))
     twists = state.twists.copy()
@@ -91,7 +113,7 @@ def ancestors(
 def resample(state: PopulationState, ancestors: np.ndarray) -> PopulationState:
     """Particle `i` becomes a copy of particle `ancestors[i]`, every weight the mean:
     `logw_i = log(Σ_j exp(logw_j) / n)`, so `log_ml` is unchanged."""
-    idx = np.asarray(ancestors, dtype=np.intp)
+    idx = _indices("ancestors", ancestors, state.n)
     n = len(idx)
     return PopulationState(
         contexts=tuple(state.contexts[a] for a in idx.tolist()),

@@ -109,7 +109,12 @@ class SequenceModel:
 
         The context changes only after every await succeeded, so a step that fails
         can be run again. Draws use `rng`, by default `genlm.control.draw.current_rng()`.
+
+        Raises:
+            TypeError: if `rng` is not a `numpy.random.Generator`.
         """
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         return float((await step_many([self], [current_rng() if rng is None else rng]))[0])
 
     def stop(self) -> None:
