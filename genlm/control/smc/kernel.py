@@ -87,7 +87,7 @@ def reweight(state: PopulationState, live: np.ndarray, proposals: Proposals, eos
     contexts = list(state.contexts)
     for j, i in enumerate(live.tolist()):
         contexts[i] = closed(proposals.contexts[j], eos) if dead[j] else proposals.contexts[j]
-    return PopulationState(tuple(contexts), log_weights, twists, done)
+    return PopulationState._owned(tuple(contexts), log_weights, twists, done)
 
 
 def should_resample(log_weights: np.ndarray, ess_threshold: float) -> bool:
@@ -115,11 +115,11 @@ def resample(state: PopulationState, ancestors: np.ndarray) -> PopulationState:
     `logw_i = log(Σ_j exp(logw_j) / n)`, so `log_ml` is unchanged."""
     idx = _indices("ancestors", ancestors, state.n)
     n = len(idx)
-    return PopulationState(
-        contexts=tuple(state.contexts[a] for a in idx.tolist()),
-        log_weights=np.full(n, log_mean_exp(state.log_weights)),
-        twists=state.twists[idx],
-        done=state.done[idx],
+    return PopulationState._owned(
+        tuple(state.contexts[a] for a in idx.tolist()),
+        np.full(n, log_mean_exp(state.log_weights)),
+        state.twists[idx],
+        state.done[idx],
     )
 
 

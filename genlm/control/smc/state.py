@@ -65,6 +65,17 @@ class PopulationState:
         if shapes != {(n,)}:
             raise ValueError(f"a population of {n} contexts needs arrays of shape ({n},), got {sorted(shapes)}")
 
+    @classmethod
+    def _owned(cls, contexts: tuple, log_weights: np.ndarray, twists: np.ndarray, done: np.ndarray) -> "PopulationState":
+        """A state over arrays the caller has just made and hands over (the kernel's
+        path): they are frozen in place instead of copied."""
+        state = object.__new__(cls)
+        for name, value in (("contexts", contexts), ("log_weights", log_weights), ("twists", twists), ("done", done)):
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+            object.__setattr__(state, name, value)
+        return state
+
     @property
     def n(self) -> int:
         """Number of particles."""
