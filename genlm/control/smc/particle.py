@@ -148,12 +148,10 @@ async def step_many(particles: list[SequenceModel], rngs: list) -> np.ndarray:
 
     outs = [await run(members[0])] if len(members) == 1 else await gather_or_cancel(*(run(m) for m in members))
     incs = np.zeros(len(particles), dtype=np.float64)
-    staged = []
     for m, (twists, out) in zip(members, outs):
         incs[m] = increments(twists, out)
-        staged.append((m, out))
-    for members, out in staged:
-        for j, i in enumerate(members):
+    for m, (_, out) in zip(members, outs):
+        for j, i in enumerate(m):
             p = particles[i]
             p.context, p.twist, p.finished = list(out.contexts[j]), float(out.twists[j]), bool(out.ends[j])
     return incs
