@@ -30,7 +30,7 @@ def _indices(name: str, values: Any, n: int) -> np.ndarray:
         ValueError: not integers, not 1-D, or outside `[0, n)`.
     """
     arr = np.asarray(values)
-    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+    if arr.ndim != 1 or not (arr.size == 0 or arr.dtype.kind in "iu"):
         raise ValueError(f"{name} must be a 1-D array of particle indices, got {arr.dtype} of shape {arr.shape}")
     if arr.size and (arr.min() < 0 or arr.max() >= n):
         raise ValueError(f"{name} must be particle indices in [0, {n}), got values in [{arr.min()}, {arr.max()}]")
@@ -54,7 +54,8 @@ def increments(old_twists: np.ndarray, proposals: Proposals) -> np.ndarray:
     elsewhere (NaN stays NaN; `reweight` reads it as `-inf`)."""
     inc = np.array(proposals.logws, dtype=np.float64)
     scored = np.asarray(proposals.scored, dtype=bool)
-    inc[scored] += np.asarray(proposals.twists, dtype=np.float64)[scored] - old_twists[scored]
+    if scored.any():
+        inc[scored] += np.asarray(proposals.twists, dtype=np.float64)[scored] - old_twists[scored]
     return inc
 
 
@@ -70,7 +71,7 @@ def reweight(state: PopulationState, live: np.ndarray, proposals: Proposals, eos
             length, or `live` names a finished particle or no particle.
     """
     live = _indices("live", live, state.n)
-    if len(proposals.contexts) != len(live) or any(len(a) != len(live) for a in proposals[1:]):
+    if {len(a) for a in proposals} != {len(live)}:
         raise ValueError(
             f"reweight needs one proposal per live particle: {len(live)} live, "
             f"proposals of lengths {[len(a) for a in proposals]}"
