@@ -1,0 +1,184 @@
+"""genlm.control.distributed on a local Ray of 2 CPUs: results, seeds, faults and
+cancellation, with the embedded model and with toy setups."""
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+import ray_toys as toys  # noqa: E402
+
+from genlm.control.distributed import Pool, ProblemFailed, SetupFailed, problem_seeds  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def ray():
+    ray = toys.local_ray()
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def echo_pool(ray):
+    """Two light actors (half a CPU each, leaving a CPU for the tests' own pools)."""
+    pool = Pool(toys.setup_empty, actors=2, cpus_per_actor=0.5, concurrency=4, env_vars=toys.ENV)
+    asyncio.run(pool.start())
+    yield pool
+    pool.close()
+
+
+def _pids(results):
+    return {r.value[2] for r in results}
+
+
+async def _wait_for(predicate, timeout=30.0):
+    """Polls `predicate` until it holds (a bound on a hang, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.05)
+
+
+async def test_llm_results_do_not_depend_on_the_number_of_actors(ray):
+    problems = [*toys.PROMPTS, "boom"]
+    one = Pool(toys.setup_llm, actors=1, cpus_per_actor=1, concurrency=3, env_vars=toys.ENV)
+    two = Pool(toys.setup_llm, actors=2, cpus_per_actor=0.5, concurrency=3, env_vars=toys.ENV)
+    try:
+        await asyncio.gather(one.start(), two.start())
+        by_one, by_two = await asyncio.gather(
+            one.gather(toys.solve_regex, problems, base_seed=7, progress=False),
+            two.gather(toys.solve_regex, problems, base_seed=7, progress=False),
+        )
+    finally:
+        one.close()
+        two.close()
+    seeds = problem_seeds(len(problems), 7)
+    assert [r.index for r in by_two] == list(range(len(problems)))
+    assert [r.seed for r in by_one] == [r.seed for r in by_two] == seeds
+    assert {r.actor for r in by_one} == {0} and {r.actor for r in by_two} == {0, 1}
+    for a, b in zip(by_one[:-1], by_two[:-1]):
+        assert a.ok and b.ok and a.attempts == b.attempts == 1
+        (post_a, log_ml_a), (post_b, log_ml_b) = a.value, b.value
+        # The same particles; weights agree up to float32 rounding of forwards batched
+        # with different neighbours.
+        assert [text for text, _ in post_a] == [text for text, _ in post_b]
+        assert [p for _, p in post_a] == pytest.approx([p for _, p in post_b], abs=1e-5)
+        assert log_ml_a == pytest.approx(log_ml_b, rel=1e-5, abs=1e-5)
+    assert any(p > 0 for r in by_one[:-1] for _, p in r.value[0])
+    for boom in (by_one[-1], by_two[-1]):
+        assert not boom.ok and boom.error_type == "ValueError" and boom.value is None
+        assert "boom: this problem is broken" in boom.error and "solve_regex" in boom.error
+        with pytest.raises(ProblemFailed, match=r"problem 6 failed \(ValueError\)"):
+            boom.unwrap()
+
+
+async def test_errors_are_records_and_the_others_go_on(echo_pool):
+    problems = ["a", "missing", "b", "c"]
+    results = await echo_pool.gather(toys.solve_echo, problems, seeds=[5, 6, 7, 8], progress=False)
+    assert [r.index for r in results] == [0, 1, 2, 3]
+    assert [r.value[:2] for r in results if r.ok] == [("a", 5), ("b", 7), ("c", 8)]
+    bad = results[1]
+    assert (bad.ok, bad.error_type, bad.seed, bad.attempts) == (False, "KeyError", 6, 1)
+    assert "state[\"missing\"]" in bad.error and bad.actor in (0, 1)
+
+
+async def test_unordered_yields_each_problem_once_over_both_actors(echo_pool):
+    n = 40
+    results = [r async for r in echo_pool.map(toys.solve_echo, range(n), ordered=False, progress=False)]
+    assert sorted(r.index for r in results) == list(range(n))
+    assert all(r.value[0] == r.index and r.value[1] == r.seed for r in results)
+    assert len(_pids(results)) == 2
+
+
+async def test_a_killed_actor_is_replaced_and_its_problems_rerun(ray, tmp_path):
+    names = ["a", "b", "kill", "c", "d", "e"]
+    async with Pool(toys.setup_empty, actors=2, cpus_per_actor=0.5, concurrency=3, env_vars=toys.ENV) as pool:
+        results = await pool.gather(
+            toys.solve_killing_once, [(n, str(tmp_path)) for n in names], progress=False
+        )
+    assert [r.index for r in results] == list(range(len(names)))
+    assert [r.value for r in results] == names
+    killed_pid = int((tmp_path / "killed").read_text())
+    # Its problems finished elsewhere: each recorded once, by a live actor.
+    assert pool._started_actors == 3  # actors 0 and 1, then 2 in place of the killed one
+    ran = sorted(p.name for p in tmp_path.glob("ran-*"))
+    assert all(not p.endswith(f"-{killed_pid}") for p in ran)
+    assert sorted(p.split("-")[1] for p in ran) == sorted(names)
+    # Round-robin: the killed actor 0 also held "a" and "d", which ran again, on the
+    # surviving actor 1 or the replacement 2.
+    assert [r.attempts for r in results] == [2, 1, 2, 1, 2, 1]
+    assert {r.actor for r in results} <= {1, 2}
+
+
+async def test_a_problem_that_kills_every_actor_ends_as_an_error(ray):
+    async with Pool(
+        toys.setup_empty, actors=1, cpus_per_actor=0.5, concurrency=2, max_retries=1, env_vars=toys.ENV
+    ) as pool:
+        results = await pool.gather(toys.solve_always_killing, ["x", "oom", "y"], progress=False)
+    assert [r.value for r in results] == ["x", None, "y"]
+    oom = results[1]
+    assert (oom.error_type, oom.attempts) == ("ActorDied", 2)
+    assert "died while solving problem 1" in oom.error and "max_retries=1" in oom.error
+
+
+async def test_leaving_the_loop_cancels_the_calls_in_flight(echo_pool, tmp_path):
+    problems = [(i, str(tmp_path)) for i in range(5)]
+    async for result in echo_pool.map(toys.solve_waiting, problems, progress=False):
+        assert result.index == 0
+        break
+    await asyncio.sleep(0)  # the abandoned generator's aclose runs
+    expected = {f"cancelled-{i}" for i in range(1, 5)}
+    await _wait_for(lambda: {p.name for p in tmp_path.glob("cancelled-*")} == expected)
+    # The pool is still usable.
+    assert [r.value[0] for r in await echo_pool.gather(toys.solve_echo, ["z"], progress=False)] == ["z"]
+
+
+async def test_cancelling_the_task_cancels_the_calls_and_close_kills_the_actors(ray, tmp_path):
+    import ray as ray_module
+
+    pool = Pool(toys.setup_empty, actors=2, cpus_per_actor=0.5, concurrency=2, env_vars=toys.ENV)
+    await pool.start()
+    handles = [slot.handle for slot in pool._slots]
+    task = asyncio.ensure_future(
+        pool.gather(toys.solve_waiting, [(i, str(tmp_path)) for i in range(1, 4)], progress=False)
+    )
+    await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _wait_for(lambda: len(list(tmp_path.glob("cancelled-*"))) == 3)
+    pool.close()
+    for handle in handles:
+        with pytest.raises(ray_module.exceptions.RayActorError):
+            await handle.start.remote()
+    with pytest.raises(RuntimeError, match="was closed"):
+        await pool.gather(toys.solve_echo, ["a"])
+
+
+async def test_a_failing_setup_is_one_clear_error(ray):
+    pool = Pool(toys.setup_fails, actors=1, cpus_per_actor=0.5, env_vars=toys.ENV)
+    with pytest.raises(SetupFailed, match=r"(?s)setup function .*setup_fails failed in Ray actor 0.*no model here"):
+        await pool.gather(toys.solve_echo, ["a"])
+    assert pool._slots == []
+
+
+async def test_more_gpus_than_the_cluster_has_fails_before_any_actor(ray):
+    pool = Pool(toys.setup_empty, actors=2, gpus_per_actor=1)
+    with pytest.raises(ValueError, match=r"2 actors x 1 GPUs each = 2 GPUs asked, but the Ray cluster has 0"):
+        await pool.start()
+    assert pool._slots == [] and pool._started_actors == 0
+
+
+def test_the_core_library_never_imports_ray():
+    import subprocess
+
+    code = "import sys, genlm.control, genlm.control.distributed; assert 'ray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert Path(toys.__file__).exists()
