@@ -182,3 +182,15 @@ def test_the_core_library_never_imports_ray():
     code = "import sys, genlm.control, genlm.control.distributed; assert 'ray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     assert Path(toys.__file__).exists()
+
+
+async def test_what_ray_cannot_serialize_fails_only_its_problem(echo_pool):
+    import threading
+
+    problems = ["a", threading.Lock(), "lock", "b"]
+    results = await echo_pool.gather(toys.solve_returning_a_lock, problems, progress=False)
+    assert [r.value for r in results] == ["a", None, None, "b"]
+    sent, returned = results[1], results[2]
+    assert (sent.attempts, sent.actor) == (0, -1)
+    assert "problem 1 could not be sent to an actor" in sent.error and "lock" in sent.error
+    assert returned.error_type is not None and "lock" in returned.error
