@@ -108,7 +108,7 @@ async def solve_waiting(state, problem, seed):
     index, marker_dir = problem
     if index == 0:
         return index
-    Path(marker_dir, f"started-{index}").write_text("")
+    Path(marker_dir, f"started-{index}").write_text(str(os.getpid()))
     try:
         await asyncio.sleep(3600)
     except asyncio.CancelledError:
@@ -122,3 +122,18 @@ async def solve_returning_a_lock(state, problem, seed):
     import threading
 
     return threading.Lock() if problem == "lock" else problem
+
+
+INTERRUPTED_SCRIPT = """
+import asyncio, sys
+sys.path.insert(0, {toys_dir!r})
+import ray_toys as toys
+from genlm.control.distributed import Pool
+
+async def main():
+    async with Pool(toys.setup_empty, actors=1, cpus_per_actor=0.5, env_vars=toys.ENV) as pool:
+        await pool.gather(toys.solve_waiting, [(i, {marker_dir!r}) for i in (1, 2)], progress=False)
+
+toys.local_ray()
+asyncio.run(main())
+"""

@@ -194,3 +194,42 @@ async def test_what_ray_cannot_serialize_fails_only_its_problem(echo_pool):
     assert (sent.attempts, sent.actor) == (0, -1)
     assert "problem 1 could not be sent to an actor" in sent.error and "lock" in sent.error
     assert returned.error_type is not None and "lock" in returned.error
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_under_asyncio_run_stops_the_script_and_its_actors(tmp_path):
+    import signal
+    import subprocess
+
+    script = tmp_path / "interrupted.py"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    script.write_text(
+        toys.INTERRUPTED_SCRIPT.format(toys_dir=str(Path(toys.__file__).parent), marker_dir=str(markers))
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(markers.glob("started-*"))) < 2:
+            assert proc.poll() is None, proc.stderr.read()[-2000:]
+            assert time.monotonic() < deadline, "the problems never started"
+            time.sleep(0.1)
+        actor_pid = int(next(markers.glob("started-*")).read_text())
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    deadline = time.monotonic() + 30
+    while _alive(actor_pid):
+        assert time.monotonic() < deadline, "the actor outlived the interrupted script"
+        time.sleep(0.1)
