@@ -233,3 +233,29 @@ def test_ctrl_c_under_asyncio_run_stops_the_script_and_its_actors(tmp_path):
     while _alive(actor_pid):
         assert time.monotonic() < deadline, "the actor outlived the interrupted script"
         time.sleep(0.1)
+
+
+async def test_two_maps_at_once_start_the_actors_once(ray):
+    pool = Pool(toys.setup_empty, actors=2, cpus_per_actor=0.5, concurrency=2, env_vars=toys.ENV)
+    try:
+        first, second = await asyncio.gather(
+            pool.gather(toys.solve_echo, ["a", "b", "c"], progress=False),
+            pool.gather(toys.solve_echo, ["d", "e"], seeds=[1, 2], progress=False),
+        )
+    finally:
+        pool.close()
+    assert [r.value[0] for r in first] == ["a", "b", "c"]
+    assert [r.value[:2] for r in second] == [("d", 1), ("e", 2)]
+    assert pool._started_actors == 2
+
+
+async def test_closing_the_pool_mid_run_ends_the_run_without_replacements(ray, tmp_path):
+    pool = Pool(toys.setup_empty, actors=1, cpus_per_actor=0.5, concurrency=2, env_vars=toys.ENV)
+    task = asyncio.ensure_future(
+        pool.gather(toys.solve_waiting, [(i, str(tmp_path)) for i in (1, 2)], progress=False)
+    )
+    await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 2)
+    pool.close()
+    with pytest.raises(RuntimeError, match="this Pool was closed; make a new one"):
+        await asyncio.wait_for(task, 30)
+    assert pool._started_actors == 1

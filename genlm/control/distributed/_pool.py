@@ -80,6 +80,8 @@ class Pool:
         self._setup = setup
         self._ray: Any = None
         self._slots: list[Slot] = []
+        self._live: set = set()  # every actor handle started, for close()
+        self._starting: asyncio.Future | None = None
         self._started_actors = 0
         self._closed = False
 
@@ -91,10 +93,16 @@ class Pool:
             ValueError: more GPUs or CPUs asked than the cluster has.
             SetupFailed: `setup()` raised in an actor (its traceback is in the message).
         """
-        if self._closed:
-            raise RuntimeError("this Pool was closed; make a new one")
+        self._check_open()
         if self._slots:
             return
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.ensure_future(self._start())
+        # Concurrent callers wait for the same start; one that is cancelled leaves it
+        # running (a failed start kills its actors and closes the pool).
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
         ray = require_ray()
         if not ray.is_initialized():
             ray.init(address=self.address)
@@ -108,8 +116,7 @@ class Pool:
         if self.env_vars:
             options["runtime_env"] = {"env_vars": self.env_vars}
         self._ray, self._remote = ray, ray.remote(Server).options(**options)
-        slots = [Slot(i, self._start_actor) for i in range(self.actors)]
-        self._slots = slots
+        slots = [Slot(i, self._start_actor, self._kill) for i in range(self.actors)]
         try:
             started = await asyncio.gather(*(self._start_actor(s.position) for s in slots))
         except BaseException:
@@ -117,18 +124,33 @@ class Pool:
             raise
         for slot, (handle, actor_id) in zip(slots, started):
             slot.handle, slot.actor_id = handle, actor_id
+        self._slots = slots
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this Pool was closed; make a new one")
+
+    def _kill(self, handle: Any) -> None:
+        self._live.discard(handle)
+        if handle is not None:
+            try:
+                self._ray.kill(handle, no_restart=True)
+            except Exception:  # already gone
+                pass
 
     async def _start_actor(self, position: int) -> tuple[Any, int]:
+        self._check_open()  # no replacement for an actor that close() killed
         actor_id = self._started_actors
         self._started_actors += 1
         handle = self._remote.remote(self._setup)
+        self._live.add(handle)
         try:
             await handle.start.remote()
         except asyncio.CancelledError:
-            self._ray.kill(handle, no_restart=True)
+            self._kill(handle)
             raise
         except Exception as exc:
-            self._ray.kill(handle, no_restart=True)
+            self._kill(handle)
             raise SetupFailed(
                 f"setup function {describe(self._setup)} failed in Ray actor {actor_id} "
                 f"(slot {position}):\n{exc}"
@@ -197,13 +219,12 @@ class Pool:
     def close(self) -> None:
         """Kills the actors (idempotent); the pool cannot be used after."""
         self._closed = True
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
         for slot in self._slots:
             slot.stop_starting()
-            if slot.handle is not None:
-                try:
-                    self._ray.kill(slot.handle, no_restart=True)
-                except Exception:  # already dead
-                    pass
+        for handle in list(self._live):
+            self._kill(handle)
         self._slots = []
 
     async def __aenter__(self) -> "Pool":

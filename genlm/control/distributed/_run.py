@@ -25,9 +25,10 @@ class Slot:
     """One position in the pool: its current actor and, while one is starting, the
     task that starts its replacement."""
 
-    def __init__(self, position: int, start: Callable[[int], Any]):
+    def __init__(self, position: int, start: Callable[[int], Any], kill: Callable[[Any], None]):
         self.position = position
         self._start = start  # async (position) -> (handle, actor id)
+        self._kill = kill
         self.handle: Any = None
         self.actor_id = -1
         self._starting: asyncio.Task | None = None
@@ -47,6 +48,9 @@ class Slot:
             await asyncio.shield(self._starting)
 
     async def _restart(self) -> None:
+        # An actor that is only unreachable (`ActorUnavailableError`) may still hold
+        # its GPUs; kill it so that its replacement can be placed.
+        self._kill(self.handle)
         try:
             self.handle, self.actor_id = await self._start(self.position)
         finally:
