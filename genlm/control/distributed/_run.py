@@ -87,10 +87,8 @@ class Run:
         """Serves problems on `slot` until the queue is empty; a failure of the pool
         itself (a replacement whose setup fails) reaches the consumer as an exception."""
         try:
-            while self.todo:
-                index = self.todo.popleft()
-                alone = self.attempts[index] > 0
-                await self._enter(slot.position, alone)
+            while (taken := await self._take(slot.position)) is not None:
+                index, alone = taken
                 try:
                     handle, actor_id = await slot.current()
                     await self._serve(slot, handle, actor_id, index)
@@ -101,16 +99,22 @@ class Run:
         except BaseException as exc:
             self.results.put_nowait(exc)
 
-    async def _enter(self, position: int, alone: bool) -> None:
-        """Waits until the slot may take a problem: it is not held for a resubmitted
-        one; and, for a resubmitted one (`alone`), holds the slot and waits until the
-        calls already in flight there have returned."""
+    async def _take(self, position: int) -> tuple[int, bool] | None:
+        """The next problem for the slot at `position` and whether it runs alone there
+        (a resubmitted one), or None when none is left. Waits while the slot is held
+        for a resubmitted problem; taking one holds the slot and waits until the calls
+        already in flight there have returned."""
         async with self.changed:
             await self.changed.wait_for(lambda: position not in self.reserved)
+            if not self.todo:
+                return None
+            index = self.todo.popleft()
+            alone = self.attempts[index] > 0
             if alone:
                 self.reserved.add(position)
                 await self.changed.wait_for(lambda: self.busy.get(position, 0) == 0)
             self.busy[position] = self.busy.get(position, 0) + 1
+            return index, alone
 
     async def _leave(self, position: int, alone: bool) -> None:
         async with self.changed:
