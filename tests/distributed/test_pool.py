@@ -47,36 +47,36 @@ async def _wait_for(predicate, timeout=30.0):
 
 
 async def test_llm_results_do_not_depend_on_the_number_of_actors(ray):
+    """The same problems with the same seeds on 2 actors and in this process (one
+    replica, every problem under one asyncio.gather): the same particles."""
     problems = [*toys.PROMPTS, "boom"]
-    one = Pool(toys.setup_llm, actors=1, cpus_per_actor=1, concurrency=3, env_vars=toys.ENV)
-    two = Pool(toys.setup_llm, actors=2, cpus_per_actor=0.5, concurrency=3, env_vars=toys.ENV)
-    try:
-        await asyncio.gather(one.start(), two.start())
-        by_one, by_two = await asyncio.gather(
-            one.gather(toys.solve_regex, problems, base_seed=7, progress=False),
-            two.gather(toys.solve_regex, problems, base_seed=7, progress=False),
-        )
-    finally:
-        one.close()
-        two.close()
     seeds = problem_seeds(len(problems), 7)
+    pool = Pool(toys.setup_llm, actors=2, cpus_per_actor=0.5, concurrency=3, env_vars=toys.ENV)
+    try:
+        by_two = await pool.gather(toys.solve_regex, problems, base_seed=7, progress=False)
+    finally:
+        pool.close()
+    llm = toys.setup_llm()
+    by_one = await asyncio.gather(
+        *(toys.solve_regex(llm, p, s) for p, s in zip(problems[:-1], seeds)), return_exceptions=True
+    )
     assert [r.index for r in by_two] == list(range(len(problems)))
-    assert [r.seed for r in by_one] == [r.seed for r in by_two] == seeds
-    assert {r.actor for r in by_one} == {0} and {r.actor for r in by_two} == {0, 1}
-    for a, b in zip(by_one[:-1], by_two[:-1]):
-        assert a.ok and b.ok and a.attempts == b.attempts == 1
-        (post_a, log_ml_a), (post_b, log_ml_b) = a.value, b.value
+    assert [r.seed for r in by_two] == seeds
+    assert {r.actor for r in by_two} == {0, 1}
+    for (post_a, log_ml_a), b in zip(by_one, by_two[:-1]):
+        assert b.ok and b.attempts == 1
+        post_b, log_ml_b = b.value
         # The same particles; weights agree up to float32 rounding of forwards batched
         # with different neighbours.
         assert [text for text, _ in post_a] == [text for text, _ in post_b]
         assert [p for _, p in post_a] == pytest.approx([p for _, p in post_b], abs=1e-5)
         assert log_ml_a == pytest.approx(log_ml_b, rel=1e-5, abs=1e-5)
-    assert any(p > 0 for r in by_one[:-1] for _, p in r.value[0])
-    for boom in (by_one[-1], by_two[-1]):
-        assert not boom.ok and boom.error_type == "ValueError" and boom.value is None
-        assert "boom: this problem is broken" in boom.error and "solve_regex" in boom.error
-        with pytest.raises(ProblemFailed, match=r"problem 6 failed \(ValueError\)"):
-            boom.unwrap()
+    assert any(p > 0 for r in by_two[:-1] for _, p in r.value[0])
+    boom = by_two[-1]
+    assert not boom.ok and boom.error_type == "ValueError" and boom.value is None
+    assert "boom: this problem is broken" in boom.error and "solve_regex" in boom.error
+    with pytest.raises(ProblemFailed, match=r"problem 6 failed \(ValueError\)"):
+        boom.unwrap()
 
 
 async def test_errors_are_records_and_the_others_go_on(echo_pool):

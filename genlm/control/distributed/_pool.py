@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
-from genlm.control._args import is_real, positive_int, reject_bool
+from genlm.control._args import is_int, is_real, positive_int, reject_bool
 from genlm.control.distributed._actor import (
     Server,
     check_picklable,
@@ -69,9 +69,9 @@ class Pool:
         self.cpus_per_actor = _resource("cpus_per_actor", cpus_per_actor)
         self.concurrency = positive_int("concurrency", concurrency)
         reject_bool("max_retries", max_retries)
-        if not isinstance(max_retries, int) or max_retries < 0:
+        if not is_int(max_retries) or max_retries < 0:
             raise ValueError(f"max_retries must be a non-negative integer, got {max_retries!r}")
-        self.max_retries = max_retries
+        self.max_retries = int(max_retries)
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address must be a str or None, got {type(address).__name__}")
         self.address = address
