@@ -57,26 +57,45 @@ async def test_llm_results_do_not_depend_on_the_number_of_actors(ray):
     finally:
         pool.close()
     llm = toys.setup_llm()
-    by_one = await asyncio.gather(
-        *(toys.solve_regex(llm, p, s) for p, s in zip(problems[:-1], seeds)), return_exceptions=True
-    )
+    by_one = await asyncio.gather(*(toys.solve_regex(llm, p, s) for p, s in zip(problems[:-1], seeds)))
     assert [r.index for r in by_two] == list(range(len(problems)))
     assert [r.seed for r in by_two] == seeds
     assert {r.actor for r in by_two} == {0, 1}
-    for (post_a, log_ml_a), b in zip(by_one, by_two[:-1]):
-        assert b.ok and b.attempts == 1
-        post_b, log_ml_b = b.value
-        # The same particles; weights agree up to float32 rounding of forwards batched
-        # with different neighbours.
-        assert [text for text, _ in post_a] == [text for text, _ in post_b]
-        assert [p for _, p in post_a] == pytest.approx([p for _, p in post_b], abs=1e-5)
-        assert log_ml_a == pytest.approx(log_ml_b, rel=1e-5, abs=1e-5)
-    assert any(p > 0 for r in by_two[:-1] for _, p in r.value[0])
+    _assert_same_runs(by_one, [r.value for r in by_two[:-1]])
+    assert all(r.ok and r.attempts == 1 for r in by_two[:-1])
     boom = by_two[-1]
     assert not boom.ok and boom.error_type == "ValueError" and boom.value is None
     assert "boom: this problem is broken" in boom.error and "solve_regex" in boom.error
     with pytest.raises(ProblemFailed, match=r"problem 6 failed \(ValueError\)"):
         boom.unwrap()
+
+
+def _assert_same_runs(runs_a, runs_b):
+    """The same particles; weights equal up to float32 rounding of forwards batched
+    with different neighbours."""
+    for (post_a, log_ml_a), (post_b, log_ml_b) in zip(runs_a, runs_b, strict=True):
+        assert [text for text, _ in post_a] == [text for text, _ in post_b]
+        assert [p for _, p in post_a] == pytest.approx([p for _, p in post_b], abs=1e-5)
+        assert log_ml_a == pytest.approx(log_ml_b, rel=1e-5, abs=1e-5)
+    assert any(p > 0 for post, _ in runs_a for _, p in post)
+
+
+@pytest.mark.slow
+async def test_llm_results_on_one_actor_and_on_two_are_the_same(ray):
+    pools = [
+        Pool(toys.setup_llm, actors=1, cpus_per_actor=1, concurrency=3, env_vars=toys.ENV),
+        Pool(toys.setup_llm, actors=2, cpus_per_actor=0.5, concurrency=3, env_vars=toys.ENV),
+    ]
+    try:
+        by_one, by_two = await asyncio.gather(
+            *(pool.gather(toys.solve_regex, toys.PROMPTS, base_seed=3, progress=False) for pool in pools)
+        )
+    finally:
+        for pool in pools:
+            pool.close()
+    assert {r.actor for r in by_one} == {0} and {r.actor for r in by_two} == {0, 1}
+    assert [r.seed for r in by_one] == [r.seed for r in by_two] == problem_seeds(len(toys.PROMPTS), 3)
+    _assert_same_runs([r.unwrap() for r in by_one], [r.unwrap() for r in by_two])
 
 
 async def test_errors_are_records_and_the_others_go_on(echo_pool):
