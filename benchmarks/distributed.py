@@ -9,12 +9,16 @@ and seed). Three ways to solve the same problems with the same seeds:
 - `in-process`: one process, the model loaded once, every problem under one
   `asyncio.gather` (their forwards share batches);
 - `pool, 1 actor` / `pool, 2 actors`: `genlm.control.distributed.Pool` on a local Ray
-  of 2 CPUs (one CPU per actor), each actor holding all its problems at once
-  (`concurrency = problems / actors`), so its batches are as large as in-process.
+  (one CPU and one torch thread per actor; the two pools stay up together, so Ray is
+  told of 3 CPUs, but only one pool works at a time), each actor holding all its
+  problems at once (`concurrency = problems / actors`), so its batches are as large as
+  in-process.
 
 Times exclude loading the model and starting the actors (printed apart); each is the
-median of `--repeats` runs after one warm-up run. The pool's overhead per problem is
-also measured alone, with a `solve` that returns at once (`--trivial` problems).
+median of `--repeats` runs after a warm-up, the three ways taking turns within each
+repeat so that the load of a shared machine falls on all of them alike. The pool's
+overhead per problem is also measured alone, with a `solve` that returns at once
+(`--trivial` problems).
 """
 
 from __future__ import annotations
@@ -61,62 +65,71 @@ def prompts(n: int) -> list[str]:
     return [f"Question {i}: the value of {SUBJECTS[i % len(SUBJECTS)]} is" for i in range(n)]
 
 
-async def timed(run, repeats: int) -> float:
-    await run()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        await run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+async def interleaved(runs: dict, repeats: int) -> dict[str, float]:
+    """The median time of each run, the runs taking turns within each repeat (after
+    one warm-up turn), so a change in the machine's load falls on all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for repeat in range(repeats + 1):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            await run()
+            if repeat:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
-async def in_process(problems: list[str], seeds: list[int], repeats: int) -> tuple[float, float]:
-    start = time.perf_counter()
-    llm = setup()
-    load = time.perf_counter() - start
-
-    async def run():
-        await asyncio.gather(*(solve(llm, p, s) for p, s in zip(problems, seeds)))
-
-    return load, await timed(run, repeats)
-
-
-async def on_pool(actors: int, problems: list[str], seeds: list[int], repeats: int, trivial: int):
-    concurrency = -(-len(problems) // actors)
+async def started(actors: int, problems: int) -> tuple[Pool, float]:
+    concurrency = -(-problems // actors)
     pool = Pool(setup, actors=actors, cpus_per_actor=1, concurrency=concurrency, env_vars=ENV)
     start = time.perf_counter()
     await pool.start()
-    load = time.perf_counter() - start
-    try:
+    return pool, time.perf_counter() - start
 
-        async def run():
-            results = await pool.gather(solve, problems, seeds=seeds, progress=False)
-            assert all(r.ok for r in results), [r.error for r in results if not r.ok][:1]
 
-        async def run_trivial():
-            await pool.gather(solve_nothing, range(trivial), progress=False)
+def solving(pool: Pool, fn, problems: list, seeds: list[int] | None = None):
+    async def run():
+        results = await pool.gather(fn, problems, seeds=seeds, progress=False)
+        assert all(r.ok for r in results), [r.error for r in results if not r.ok][:1]
 
-        return load, await timed(run, repeats), await timed(run_trivial, repeats)
-    finally:
-        pool.close()
+    return run
 
 
 async def main(n: int, repeats: int, trivial: int) -> None:
     problems, seeds = prompts(n), problem_seeds(n, 0)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    print(f"{n} problems, median of {repeats} runs; load average {os.getloadavg()[0]:.2f}")
-    load, base = await in_process(problems, seeds, repeats)
+    # 3 logical CPUs: the 1-actor and 2-actor pools stay up together (only one works at
+    # a time); each actor's torch uses one thread.
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    start = time.perf_counter()
+    llm = setup()
+    loads = {"in-process": time.perf_counter() - start}
+    one, loads["1 actor"] = await started(1, n)
+    two, loads["2 actors"] = await started(2, n)
+
+    async def in_process():
+        await asyncio.gather(*(solve(llm, p, s) for p, s in zip(problems, seeds)))
+
+    try:
+        solved = await interleaved(
+            {"in-process": in_process, "1 actor": solving(one, solve, problems, seeds),
+             "2 actors": solving(two, solve, problems, seeds)},
+            repeats,
+        )  # fmt: skip
+        overhead = await interleaved(
+            {"1 actor": solving(one, solve_nothing, list(range(trivial))),
+             "2 actors": solving(two, solve_nothing, list(range(trivial)))},
+            repeats,
+        )  # fmt: skip
+    finally:
+        one.close()
+        two.close()
+    print(f"{n} problems, median of {repeats} interleaved runs; load average {os.getloadavg()[0]:.2f}")
     print("| way | start (s) | solve all (s) | problems/s | vs in-process | pool overhead per problem (ms) |")
     print("|---|---:|---:|---:|---:|---:|")
-    print(f"| in-process, asyncio.gather | {load:.1f} | {base:.2f} | {n / base:.1f} | 1.00x | — |")
-    for actors in (1, 2):
-        load, t, t_trivial = await on_pool(actors, problems, seeds, repeats, trivial)
-        overhead = 1000 * t_trivial / trivial
-        print(
-            f"| pool, {actors} actor{'s' if actors > 1 else ''} | {load:.1f} | {t:.2f} | {n / t:.1f} "
-            f"| {base / t:.2f}x | {overhead:.2f} |"
-        )
+    base = solved["in-process"]
+    for name, t in solved.items():
+        label = "in-process, `asyncio.gather`" if name == "in-process" else f"pool, {name}"
+        extra = f"{1000 * overhead[name] / trivial:.2f}" if name in overhead else "—"
+        print(f"| {label} | {loads[name]:.1f} | {t:.2f} | {n / t:.1f} | {base / t:.2f}x | {extra} |")
     ray.shutdown()
 
 

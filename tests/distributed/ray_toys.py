@@ -137,3 +137,24 @@ async def main():
 toys.local_ray()
 asyncio.run(main())
 """
+
+
+def setup_slow_to_replace():
+    """Fast the first time; a replacement (the marker exists) takes a minute. The
+    marker directory comes from the actor's environment (`MARKER_DIR`)."""
+    import time
+
+    marker_dir = Path(os.environ["MARKER_DIR"])
+    if (marker_dir / "first-setup").exists():
+        (marker_dir / "replacing").write_text("")
+        time.sleep(60)
+    (marker_dir / "first-setup").write_text("")
+    return {}
+
+
+async def solve_killing(state, problem, seed):
+    """Kills its actor for the problem "kill"; sleeps a second otherwise."""
+    if problem == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    await asyncio.sleep(1.0)
+    return problem

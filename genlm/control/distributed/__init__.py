@@ -28,8 +28,9 @@ Guarantees:
   result does not depend on the number of actors or on which one served it.
 - Each problem yields exactly one `Result`: its value, or the traceback of what `solve`
   raised (the other problems go on). An actor that dies (killed, out of memory) is
-  replaced (its `setup()` runs again) and its unfinished problems are resubmitted; a
-  problem whose actors die `max_retries + 1` times yields an `"ActorDied"` error.
+  replaced (its `setup()` runs again) and its unfinished problems are resubmitted, each
+  alone on its actor; a problem whose actors die `max_retries + 1` times yields an
+  `"ActorDied"` error, and the problems it took down with it finish.
 - Leaving `map` early or cancelling it cancels the calls in flight; `close()` (or the
   end of `async with`) kills the actors.
 - Bad input fails before any actor starts: an unpicklable `setup`/`solve`, a `solve`

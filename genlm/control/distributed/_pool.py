@@ -206,9 +206,7 @@ class Pool:
         finally:
             for lane in lanes:
                 lane.cancel()
-            run.cancel_inflight()
-            for slot in self._slots:
-                slot.stop_starting()
+            run.cancel_inflight()  # a replacement being started stays, for the next map
             await asyncio.gather(*lanes, return_exceptions=True)
 
     async def gather(self, solve: Solve, problems: Iterable[Any], **kwargs: Any) -> list[Result]:

@@ -35,8 +35,7 @@ class Slot:
 
     async def current(self) -> tuple[Any, int]:
         """The live actor's handle and id (waiting for a replacement in progress)."""
-        if self._starting is not None:
-            await asyncio.shield(self._starting)
+        await self._wait_for_start()
         return self.handle, self.actor_id
 
     async def replace(self, dead_id: int) -> None:
@@ -44,8 +43,20 @@ class Slot:
         die) and waits until it has run `setup()`."""
         if self.actor_id == dead_id and self._starting is None:
             self._starting = asyncio.ensure_future(self._restart())
-        if self._starting is not None:
-            await asyncio.shield(self._starting)
+        await self._wait_for_start()
+
+    async def _wait_for_start(self) -> None:
+        starting = self._starting
+        if starting is None:
+            return
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # The start was cancelled by close(), not this waiter: an error, so that
+            # the run ends instead of waiting for a result that will never come.
+            if starting.cancelled() and not asyncio.current_task().cancelling():
+                raise RuntimeError("this Pool was closed; make a new one") from None
+            raise
 
     async def _restart(self) -> None:
         # An actor that is only unreachable (`ActorUnavailableError`) may still hold
