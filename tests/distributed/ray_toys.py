@@ -158,3 +158,12 @@ async def solve_killing(state, problem, seed):
         os.kill(os.getpid(), signal.SIGKILL)
     await asyncio.sleep(1.0)
     return problem
+
+
+async def solve_slowly(state, problem, seed):
+    """Writes a "started" marker naming its pid, sleeps a second, returns the problem;
+    `problem` is (name, marker dir)."""
+    name, marker_dir = problem
+    Path(marker_dir, f"started-{name}-{os.getpid()}").write_text("")
+    await asyncio.sleep(1.0)
+    return name

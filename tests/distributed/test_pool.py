@@ -290,3 +290,21 @@ async def test_closing_the_pool_while_a_replacement_starts_ends_the_run(ray, tmp
     pool.close()
     with pytest.raises(RuntimeError, match="this Pool was closed; make a new one"):
         await asyncio.wait_for(task, 30)
+
+
+async def test_an_actor_killed_by_ray_kill_is_replaced(ray, tmp_path):
+    import ray as ray_module
+
+    names = ["a", "b", "c", "d"]
+    async with Pool(toys.setup_empty, actors=2, cpus_per_actor=0.5, concurrency=2, env_vars=toys.ENV) as pool:
+        victim = pool._slots[0].handle
+        task = asyncio.ensure_future(
+            pool.gather(toys.solve_slowly, [(n, str(tmp_path)) for n in names], progress=False)
+        )
+        await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 4)
+        ray_module.kill(victim)
+        results = await asyncio.wait_for(task, 60)
+    assert [r.value for r in results] == names
+    # Round-robin: actor 0 held "a" and "c"; they ran again on actor 1 or on 2.
+    assert [r.attempts for r in results] == [2, 1, 2, 1]
+    assert {results[0].actor, results[2].actor} <= {1, 2} and pool._started_actors == 3
