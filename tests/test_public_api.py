@@ -37,6 +37,7 @@ PATHS = {
     ],
     "genlm.control.constant": ["EOS", "EOT"],
     "genlm.control.testing": ["check_potential"],
+    "genlm.control.distributed": ["Pool", "Result", "ProblemFailed", "SetupFailed", "problem_seeds"],
 }  # fmt: skip
 
 
