@@ -156,11 +156,27 @@ class Potential(ABC):
         """The live entries of `logw_next(context)`, or None when not known to be sparse."""
         return None
 
+    # Fast paths (declared, see `genlm.control.potential.fast_paths`) ---------
+
     #: Whether `logw_next` and `batch_logw_next` cost about what one `prefix` call
     #: does (a compiled token mask, a cached per-state row). A sampler may then read
     #: a condition's whole row instead of checking tokens one by one: AWRS draws
     #: exactly from `potential * condition` with such a condition.
     cheap_logw_next: bool = False
+
+    #: `async allowed_next(context, indices)`: which tokens at `indices` of `vocab_eos`
+    #: may follow `context`, in one call (`fast_paths.AllowedNext`). None: not offered;
+    #: a subclass offers it by defining the method.
+    allowed_next: Any = None
+
+    #: `async batch_allowed(contexts, like=None)`: a bool block over `vocab_eos`, True
+    #: where each `logw_next` row is finite (`fast_paths.BatchAllowed`). None: not offered.
+    batch_allowed: Any = None
+
+    def rows_class(self) -> type:
+        """The class whose methods compute this potential's `logw_next` rows: its own
+        (a view that only batches calls names its inner potential's)."""
+        return type(self)
 
     #: The symbols that can occur in a context of positive weight (None: any token of
     #: the vocabulary). `coerce(..., prune=True)` drops the target tokens that map onto

@@ -17,6 +17,10 @@ class Product(Potential):
     """`Product(p1, p2).prefix(xs) = p1.prefix(xs) + p2.prefix(xs)`, likewise `complete`
     and `logw_next`, over the tokens both vocabularies share.
 
+    It declares no fast path (`genlm.control.potential.fast_paths`) of its own: its
+    rows are its factors' `batch_logw_next` rows added, and it does not combine
+    their states, masks or set checks.
+
     Raises:
         TypeError: if the token types differ (coerce one potential first).
         ValueError: if the vocabularies share no token.

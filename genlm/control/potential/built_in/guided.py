@@ -262,7 +262,8 @@ class GuidedCoerced(Coerced):
 
     A `Coerced` (its `potential` and `f` are the byte-level constraint and the join)
     whose values all come from the compiled engine over the LLM's tokens, so no
-    symbol trie is built.
+    symbol trie is built. It forwards the engine's fast paths: `cheap_logw_next`,
+    `allowed_next` and `batch_allowed`.
 
     Args:
         potential: the byte-level constraint that was coerced.
@@ -270,12 +271,14 @@ class GuidedCoerced(Coerced):
         guided: the engine-backed constraint over the LLM's vocabulary.
     """
 
-    cheap_logw_next = True  # the engine's masks
-
     def __init__(self, potential: Potential, f: Any, guided: GuidedConstraint):
         self.potential, self.f, self.guided = potential, f, guided
         self.prune, self.homomorphic = True, True
         Potential.__init__(self, tables=guided.tables)
+
+    @property
+    def cheap_logw_next(self) -> bool:  # type: ignore[override]
+        return self.guided.cheap_logw_next
 
     async def prefix(self, context):
         return await self.guided.prefix(context)
@@ -290,6 +293,7 @@ class GuidedCoerced(Coerced):
         return await self.guided.batch_complete(contexts)
 
     async def allowed_next(self, context, indices) -> Sequence[bool]:
+        """`GuidedConstraint.allowed_next` of the engine behind this coercion."""
         return await self.guided.allowed_next(context, indices)
 
     async def logw_next(self, context) -> LazyWeights:
