@@ -114,6 +114,10 @@ class Coerced(Potential):
     tokens' images level by level, asking `p.batch_logw_next` once per level for the
     live nodes only, so dead branches cost nothing.
 
+    A subclass that computes every value itself over the target's whole vocabulary
+    (the compiled engine's `GuidedCoerced`) passes `walk=False`: no symbol trie is
+    built and no token is pruned (its values are still `p.prefix(f(xs))`).
+
     Raises:
         ValueError: if no token of `other` maps into `p`'s vocabulary.
     """
@@ -126,6 +130,8 @@ class Coerced(Potential):
         prune: bool = True,
         homomorphic: bool | None = None,
         trie: SymbolTrie | None = None,
+        *,
+        walk: bool = True,
     ):
         if not callable(f):
             raise TypeError("coerce needs a callable f mapping contexts")
@@ -140,6 +146,10 @@ class Coerced(Potential):
         self.prune = prune
         self.homomorphic = is_join(f) if homomorphic is None else bool(homomorphic)
         target_tables = target.tables if isinstance(target, Potential) else None
+        if not walk:
+            self.trie = None
+            super().__init__(list(target) if target_tables is None else None, tables=target_tables)
+            return
         target_vocab = target_tables.vocab if target_tables else list(target)
         if trie is not None and len(trie.vocab) != len(target_vocab):
             raise ValueError("the shared trie was built over a different vocabulary")

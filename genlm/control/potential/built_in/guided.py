@@ -261,9 +261,9 @@ class GuidedCoerced(Coerced):
     """`potential.coerce(llm, f=b"".join)` served by a `GuidedConstraint`.
 
     A `Coerced` (its `potential` and `f` are the byte-level constraint and the join)
-    whose values all come from the compiled engine over the LLM's tokens, so no
-    symbol trie is built. It forwards the engine's fast paths: `cheap_logw_next`,
-    `allowed_next` and `batch_allowed`.
+    whose values all come from the compiled engine over the LLM's whole vocabulary,
+    so no symbol trie is built (`walk=False`). It forwards the engine's fast paths:
+    `cheap_logw_next`, `allowed_next` and `batch_allowed`.
 
     Args:
         potential: the byte-level constraint that was coerced.
@@ -272,9 +272,8 @@ class GuidedCoerced(Coerced):
     """
 
     def __init__(self, potential: Potential, f: Any, guided: GuidedConstraint):
-        self.potential, self.f, self.guided = potential, f, guided
-        self.prune, self.homomorphic = True, True
-        Potential.__init__(self, tables=guided.tables)
+        self.guided = guided
+        super().__init__(potential, guided, f, prune=True, homomorphic=True, walk=False)
 
     @property
     def cheap_logw_next(self) -> bool:  # type: ignore[override]
