@@ -14,6 +14,10 @@ attributes or unwraps wrappers:
 | `AllowedNext` | defining `async allowed_next` | `allowed_next(p)` |
 | `BatchAllowed` | defining `async batch_allowed` | `batch_allowed(p)` |
 
+The protocols type what a declared path offers; they are not checked with
+`isinstance`, which would find every `Potential` (the base class names each path,
+as None or False where it is not offered): ask the helpers.
+
 `vectorised_logw_next(p)` says whether `logw_next` is anything but the base
 class's one `prefix` call per token. Wrappers forward what their inner potential
 declares: the autobatched view forwards every path, `GuidedCoerced` forwards its
@@ -23,7 +27,7 @@ declares what it computes, e.g. `CoercedDFA`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
@@ -31,7 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from genlm.control.potential.base import Potential, SparseLogws
 
 
-@runtime_checkable
 class CarriesStates(Protocol):
     """States carried along a context, read synchronously.
 
@@ -52,7 +55,6 @@ class CarriesStates(Protocol):
     def logw_next_of(self, state: Any) -> np.ndarray: ...
 
 
-@runtime_checkable
 class CheapLogwNext(Protocol):
     """`logw_next` and `batch_logw_next` cost about one `prefix` call (a compiled
     token mask, a cached per-state row), so a sampler may read a condition's whole
@@ -61,7 +63,6 @@ class CheapLogwNext(Protocol):
     cheap_logw_next: bool
 
 
-@runtime_checkable
 class SparseLogwNext(Protocol):
     """`sparse_logw_next(ctx)` is `SparseLogws(indices, logws)` with
 
@@ -73,7 +74,6 @@ class SparseLogwNext(Protocol):
     async def sparse_logw_next(self, context: list) -> "SparseLogws | None": ...
 
 
-@runtime_checkable
 class AllowedNext(Protocol):
     """The Boolean answers for a set of next tokens, in one call:
 
@@ -85,7 +85,6 @@ class AllowedNext(Protocol):
     async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> Sequence[bool]: ...
 
 
-@runtime_checkable
 class BatchAllowed(Protocol):
     """Where each context's `logw_next` row is finite, as one bool block:
 
