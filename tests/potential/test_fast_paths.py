@@ -156,3 +156,27 @@ def test_the_declared_paths_of_sparse_potentials():
     assert "sparse_logw_next" in fast_paths.declared(p.to_autobatched())
     assert fast_paths.vectorised_logw_next(p)
     assert math.isinf(asyncio.run(p.prefix([b"a", b"b"])))
+
+
+async def test_a_coerced_walk_over_a_view_of_an_unvectorised_potential():
+    """The view forwards `rows_class()`: the walk takes the per-prefix path, warns once
+    naming the inner class, and gives the plain coercion's row."""
+
+    class OnlyPrefix(Potential):
+        def __init__(self):
+            super().__init__(list(b"abc"))
+
+        async def prefix(self, context):
+            return NEG_INF if bytes(context).count(b"b") > 1 else -0.5 * len(context)
+
+        async def complete(self, context):
+            return await self.prefix(context) - 1.0
+
+    p = OnlyPrefix()
+    assert not fast_paths.vectorised_logw_next(p.to_autobatched())
+    vocab = [b"a", b"b", b"ab", b"bb", b"cab"]
+    with pytest.warns(UserWarning, match="^OnlyPrefix has no vectorised logw_next"):
+        walk = await Coerced(p.to_autobatched(), vocab, b"".join).logw_next([b"a"])
+    plain = await Coerced(p, vocab, b"".join, homomorphic=False).logw_next([b"a"])
+    assert walk.weights.tolist() == pytest.approx(plain.weights.tolist())
+    assert walk.weights[vocab.index(b"bb")] == NEG_INF
