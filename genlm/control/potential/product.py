@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from genlm.control._device import index_for, is_tensor, match, stack
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights
 from genlm.control.window import gather_or_cancel
@@ -16,6 +17,10 @@ from genlm.control.window import gather_or_cancel
 class Product(Potential):
     """`Product(p1, p2).prefix(xs) = p1.prefix(xs) + p2.prefix(xs)`, likewise `complete`
     and `logw_next`, over the tokens both vocabularies share.
+
+    It declares no fast path (`genlm.control.potential.fast_paths`) of its own: its
+    rows are its factors' `batch_logw_next` rows added, and it does not combine
+    their states, masks or set checks.
 
     Raises:
         TypeError: if the token types differ (coerce one potential first).
@@ -92,11 +97,9 @@ class Product(Potential):
         vocabularies are equal; None otherwise."""
         if self._idx1 is not None:
             return None
-        from genlm.control.potential.coerce import unbatched
-
         for other, mask in ((self.p1, self.p2), (self.p2, self.p1)):
-            allowed = getattr(unbatched(mask), "batch_allowed", None)
-            if allowed is not None and getattr(mask, "cheap_logw_next", False):
+            allowed = fast_paths.batch_allowed(mask)
+            if allowed is not None and fast_paths.cheap_logw_next(mask):
                 return other, allowed
         return None
 

@@ -73,8 +73,8 @@ import numpy as np
 from genlm.control._args import is_int, is_real, reject_bool
 from genlm.control._device import is_tensor, match, stack, to_host
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
-from genlm.control.potential.coerce import unbatched
 from genlm.control.potential.product import Product
 from genlm.control.sampler._awrs_exact import (
     Support,
@@ -222,8 +222,8 @@ class AWRS(TokenSampler):
         self.max_rejects = max_rejects
         self.n_monte_carlo_samples = n_monte_carlo_samples
         self.exact = bool(condition.cheap_logw_next)
-        self._allowed_next = getattr(condition, "allowed_next", None)
-        self._batch_allowed = getattr(unbatched(condition), "batch_allowed", None)
+        self._allowed_next = fast_paths.allowed_next(condition)
+        self._batch_allowed = fast_paths.batch_allowed(condition)
         with warnings.catch_warnings():  # a subset vocabulary is intended here
             warnings.simplefilter("ignore")
             super().__init__(Product(self.potential, self.condition))
