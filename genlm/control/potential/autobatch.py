@@ -30,6 +30,9 @@ class AutoBatchedPotential(Potential):
     Use `potential.to_autobatched()`, which returns one wrapper per potential.
     """
 
+    collects_calls = True  # SMC scores a critic that declares this with one batch_score
+
+
     def __init__(self, potential: Potential):
         if isinstance(potential, AutoBatchedPotential):
             raise TypeError("potential is already autobatched")

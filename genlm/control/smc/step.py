@@ -10,12 +10,12 @@ so a seeded run is reproducible whatever runs beside it.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 
-from genlm.control.draw import using_rng
-from genlm.control.potential.autobatch import AutoBatchedPotential
+from genlm.control.sampler.token import TokenSampler
 from genlm.control.smc.state import Proposals, ends_with
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF
@@ -72,22 +72,16 @@ async def retrying(call: Callable[[], Any]) -> Any:
 
 
 async def _sample_all(sampler: Any, contexts: list[list], rngs: list) -> list:
-    batch = getattr(sampler, "batch_sample", None)
-    if batch is not None:
-        return list(await batch(contexts, rngs))
-
-    async def one(context: list, rng: np.random.Generator) -> Any:
-        with using_rng(rng):
-            return await sampler.sample(context)
-
-    return await gather_or_cancel(*(one(c, r) for c, r in zip(contexts, rngs)))
+    """The sampler's `batch_sample`; a duck-typed unit sampler without one (0.4.1
+    harnesses build `SequenceModel`s with such) gets `TokenSampler`'s default, one
+    `sample` per context under its generator."""
+    batch = getattr(sampler, "batch_sample", None) or partial(TokenSampler.batch_sample, sampler)
+    return list(await batch(contexts, rngs))
 
 
 async def _logw_eos_all(sampler: Any, contexts: list[list]) -> list:
-    batch = getattr(sampler, "batch_logw_eos", None)
-    if batch is not None:
-        return list(await batch(contexts))
-    return await gather_or_cancel(*(sampler.logw_eos(c) for c in contexts))
+    batch = getattr(sampler, "batch_logw_eos", None) or partial(TokenSampler.batch_logw_eos, sampler)
+    return list(await batch(contexts))
 
 
 async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[list, np.ndarray]:
@@ -115,7 +109,7 @@ async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[lis
 
 
 async def _scores(critic: Any, contexts: list[list]) -> list:
-    if isinstance(critic, AutoBatchedPotential):
+    if getattr(critic, "collects_calls", False):  # declared by the autobatched view
         return list(await critic.batch_score(contexts))
     # SMC(autobatch=False): one call per particle
     return await gather_or_cancel(*(critic.score(c) for c in contexts))
