@@ -9,7 +9,7 @@ from __future__ import annotations
 import llguidance as llg
 
 from genlm.control import JsonSchema
-from genlm.control.potential.built_in._guided_engine import _ByteTokens, grammar_text
+from genlm.control.potential.built_in.engine._guided_engine import _ByteTokens, grammar_text
 
 EOS_ID = 256
 _TOKENIZER = []

@@ -17,12 +17,12 @@ pytest.importorskip("llguidance")
 from genlm.control import BoolCFG, BoolFSA, JsonSchema  # noqa: E402
 from genlm.control.constant import EOS  # noqa: E402
 from genlm.control.potential import Coerced  # noqa: E402
-from genlm.control.potential.built_in._guided_regex import (  # noqa: E402
+from genlm.control.potential.built_in.engine._guided_regex import (  # noqa: E402
     ascii_classes,
     complement,
     engine_regex,
 )
-from genlm.control.potential.built_in.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
+from genlm.control.potential.built_in.engine.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402
 
 HYP = settings(
@@ -120,7 +120,7 @@ def test_regex_rewriting():
 
 async def test_inexact_lark_takes_the_generic_path_and_says_why(llm, caplog):
     cfg = BoolCFG.from_lark("start: A A\nA: /a+/")
-    with caplog.at_level(logging.DEBUG, logger="genlm.control.potential.built_in.guided"):
+    with caplog.at_level(logging.DEBUG, logger="genlm.control.potential.built_in.engine.guided"):
         c = cfg.coerce(llm, f=b"".join)
     assert not isinstance(c, GuidedCoerced)
     assert "generic path" in caplog.text and "maximal munch" in caplog.text

@@ -26,7 +26,7 @@ from json_engine_helpers import (  # noqa: E402
 from test_json import mutate  # noqa: E402
 
 from genlm.control import JsonSchema  # noqa: E402
-from genlm.control.potential.built_in._json_exact import REASONS, engine_difference  # noqa: E402
+from genlm.control.potential.built_in.json_schema._json_exact import REASONS, engine_difference  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))
@@ -210,13 +210,13 @@ def llm():
 
 
 def test_coerce_takes_the_engine_only_where_exact(llm, caplog):
-    from genlm.control.potential.built_in._json_coerce import CoercedJson
-    from genlm.control.potential.built_in.guided import GuidedCoerced
+    from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+    from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson
 
     exact = JsonSchema({"type": "array", "items": {"type": "integer"}})
     off = JsonSchema({"type": "object", "required": ["z"]})
     assert isinstance(exact.coerce(llm, f=b"".join), GuidedCoerced)
-    with caplog.at_level("DEBUG", logger="genlm.control.potential.built_in.guided"):
+    with caplog.at_level("DEBUG", logger="genlm.control.potential.built_in.engine.guided"):
         assert isinstance(off.coerce(llm, f=b"".join), CoercedJson)
     assert "objects: the engine writes declared properties" in caplog.text
     assert isinstance(off.coerce(llm, f=b"".join, engine=True), GuidedCoerced)

@@ -455,7 +455,7 @@ def test_a_cached_model_goes_to_the_loader(monkeypatch, tmp_path):
 
 
 def test_hub_probe():
-    from genlm.control.potential.built_in._llm_loading import _hub_reachable
+    from genlm.control.potential.built_in.lm._llm_loading import _hub_reachable
 
     assert _hub_reachable("http://127.0.0.1:9", timeout=1.0) is False
 

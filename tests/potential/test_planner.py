@@ -14,9 +14,9 @@ pytest.importorskip("llguidance")
 
 from genlm.control import WFSA, BoolCFG, BoolFSA, CanonicalTokenization, JsonSchema, Potential  # noqa: E402
 from genlm.control.potential import fast_paths  # noqa: E402
-from genlm.control.potential.built_in._fsa_coerce import CoercedDFA  # noqa: E402
-from genlm.control.potential.built_in._json_coerce import CoercedJson  # noqa: E402
-from genlm.control.potential.built_in.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
+from genlm.control.potential.built_in.engine.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
+from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA  # noqa: E402
+from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson  # noqa: E402
 from genlm.control.potential.coerce import Coerced, SymbolTrie  # noqa: E402
 from genlm.control.potential.planner import EngineSource, compile_for  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402

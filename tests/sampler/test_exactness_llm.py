@@ -37,7 +37,7 @@ import torch
 from genlm.control import AWRS, BoolFSA, Potential, PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
 from genlm.control.embedded import EMBEDDED_MODEL
-from genlm.control.potential.built_in._guided_engine import EngineVocab, mask_allowed
+from genlm.control.potential.built_in.engine._guided_engine import EngineVocab, mask_allowed
 
 PROMPT = "The value is"
 PATTERN = r" (a|an|the)( (a|an|the)){0,2}\."

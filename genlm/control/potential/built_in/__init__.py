@@ -3,15 +3,15 @@
 from genlm.control._lazy import lazy_exports
 
 _EXPORTS = {
-    "PromptedLLM": "genlm.control.potential.built_in.llm",
-    "ByteLLM": "genlm.control.potential.built_in.bytelm",
-    "WCFG": "genlm.control.potential.built_in.wcfg",
-    "BoolCFG": "genlm.control.potential.built_in.wcfg",
-    "WFSA": "genlm.control.potential.built_in.wfsa",
-    "BoolFSA": "genlm.control.potential.built_in.wfsa",
-    "JsonSchema": "genlm.control.potential.built_in.json",
-    "CanonicalTokenization": "genlm.control.potential.built_in.canonical",
-    "Ensemble": "genlm.control.potential.built_in.ensemble",
+    "PromptedLLM": "genlm.control.potential.built_in.lm.llm",
+    "ByteLLM": "genlm.control.potential.built_in.lm.bytelm",
+    "WCFG": "genlm.control.potential.built_in.cfg.wcfg",
+    "BoolCFG": "genlm.control.potential.built_in.cfg.wcfg",
+    "WFSA": "genlm.control.potential.built_in.fsa.wfsa",
+    "BoolFSA": "genlm.control.potential.built_in.fsa.wfsa",
+    "JsonSchema": "genlm.control.potential.built_in.json_schema.json",
+    "CanonicalTokenization": "genlm.control.potential.built_in.lm.canonical",
+    "Ensemble": "genlm.control.potential.built_in.lm.ensemble",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

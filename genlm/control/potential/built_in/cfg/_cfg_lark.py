@@ -25,7 +25,7 @@ import numpy as np
 from genlm.grammar import CFG, Float
 from lark.load_grammar import GrammarBuilder, _get_mangle, stdlib_loader
 
-from genlm.control.potential.built_in._fsa_regex import (
+from genlm.control.potential.built_in.fsa._fsa_regex import (
     MAX_STATES,
     ByteDFA,
     compile_regex,

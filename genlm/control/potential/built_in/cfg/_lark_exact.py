@@ -36,9 +36,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from genlm.control.potential.built_in._cfg_lark import LarkGrammar
-from genlm.control.potential.built_in._fsa_regex import compile_regex
-from genlm.control.potential.built_in._guided_regex import engine_regex
+from genlm.control.potential.built_in.cfg._cfg_lark import LarkGrammar
+from genlm.control.potential.built_in.engine._guided_regex import engine_regex
+from genlm.control.potential.built_in.fsa._fsa_regex import compile_regex
 
 CHECK_BUDGET = 50_000  # product-automaton states explored before giving up (not proven)
 IGNORE = "IGN"

@@ -9,11 +9,11 @@ from genlm.grammar import CFG, Boolean, Earley, Float
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 from genlm.grammar.cfglm import add_EOS
 
-from genlm.control.potential.built_in._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
-from genlm.control.potential.built_in._fsa_arrays import N_BYTES, weight_to_float
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
-from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.potential.built_in.cfg._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
+from genlm.control.potential.built_in.fsa._fsa_arrays import N_BYTES, weight_to_float
+from genlm.control.potential.built_in.fsa.wfsa import BYTE_VOCAB, check_byte_context
 from genlm.control.potential.coerce import Coerced
 from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -193,7 +193,7 @@ class WCFG(CachedRecognizer):
         docs/constraint-engines.md); None for any other grammar."""
         if not self.boolean or self.lark_parsed is None:
             return None
-        from genlm.control.potential.built_in._lark_exact import engine_lark
+        from genlm.control.potential.built_in.cfg._lark_exact import engine_lark
 
         exact = engine_lark(self.lark_parsed)
         return EngineSource("lark", exact.text, exact.inexact)

@@ -22,7 +22,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from genlm.control._device import is_tensor
-from genlm.control.potential.built_in._guided_regex import ascii_classes
+from genlm.control.potential.built_in.engine._guided_regex import ascii_classes
 from genlm.control.weights import NEG_INF
 
 Kind = Literal["regex", "lark", "json_schema"]

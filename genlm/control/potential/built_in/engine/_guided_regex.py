@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from genlm.control.potential.built_in._regex_syntax import MAX_CHAR, parse_regex
-from genlm.control.potential.built_in._regex_syntax import complement as _complement
+from genlm.control.potential.built_in.fsa._regex_syntax import MAX_CHAR, parse_regex
+from genlm.control.potential.built_in.fsa._regex_syntax import complement as _complement
 
 
 def _char(c: int) -> str:

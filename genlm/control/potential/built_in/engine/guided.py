@@ -13,7 +13,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control.potential.base import Potential
-from genlm.control.potential.built_in._guided_engine import (
+from genlm.control.potential.built_in._recognizer import CachedRecognizer
+from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.built_in.engine._guided_engine import (
     KINDS,
     compile_grammar,
     engine_vocab,
@@ -22,9 +24,7 @@ from genlm.control.potential.built_in._guided_engine import (
     mask_rows,
     new_matcher,
 )
-from genlm.control.potential.built_in._guided_regex import engine_regex
-from genlm.control.potential.built_in._recognizer import CachedRecognizer
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.built_in.engine._guided_regex import engine_regex
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 
 def _token_maps(llm: Any) -> Any:
-    from genlm.control.potential.built_in.llm import TokenMaps
+    from genlm.control.potential.built_in.lm.llm import TokenMaps
 
     maps = llm if isinstance(llm, TokenMaps) else getattr(llm, "token_maps", None)
     if not isinstance(maps, TokenMaps):
@@ -137,7 +137,7 @@ class GuidedConstraint(CachedRecognizer):
         """Token sequences whose bytes are a JSON document valid under `schema`, as the
         engine writes them (properties in declaration order; see the docs). The schema
         is checked as `JsonSchema` checks it first (JSON data, size limits, local `$ref`s)."""
-        from genlm.control.potential.built_in._json_guard import check_document
+        from genlm.control.potential.built_in.json_schema._json_guard import check_document
 
         if not isinstance(schema, str):
             check_document(schema)
@@ -362,7 +362,7 @@ def engine_coerce(
 
 
 def _unfit(other: Any, f: Any, source: Any) -> str | None:
-    from genlm.control.potential.built_in.llm import TokenMaps
+    from genlm.control.potential.built_in.lm.llm import TokenMaps
 
     if not isinstance(getattr(other, "token_maps", None), TokenMaps):
         return "the target is not a PromptedLLM token vocabulary"

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from genlm.control.potential.built_in._regex_syntax import _short, expanded_size, parse_regex
+from genlm.control.potential.built_in.fsa._regex_syntax import _short, expanded_size, parse_regex
 
 MAX_STATES = 1 << 15  # default budget: DFA states and expanded character positions
 NFA_FACTOR = 16  # NFA states allowed per unit of budget (a set is a few byte states)

@@ -6,15 +6,20 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.potential.built_in._fsa_arrays import (
+from genlm.control.potential.built_in._recognizer import CachedRecognizer
+from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.built_in.fsa._fsa_arrays import (
     N_BYTES,
     ByteAutomaton,
     compile_wfsa,
     dfa_automaton,
 )
-from genlm.control.potential.built_in._fsa_regex import MAX_STATES, ByteDFA, compile_regex, dfa_wfsa
-from genlm.control.potential.built_in._recognizer import CachedRecognizer
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.built_in.fsa._fsa_regex import (
+    MAX_STATES,
+    ByteDFA,
+    compile_regex,
+    dfa_wfsa,
+)
 from genlm.control.potential.coerce import Coerced, is_join
 from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -205,14 +210,14 @@ class WFSA(CachedRecognizer):
         where it does not rewrite exactly); None for any other automaton."""
         if not self.boolean or self.pattern is None:
             return None
-        from genlm.control.potential.built_in._guided_regex import engine_regex
+        from genlm.control.potential.built_in.engine._guided_regex import engine_regex
 
         return EngineSource("regex", engine_regex(self.pattern))
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """A deterministic automaton through a homomorphic `f` gets `CoercedDFA`, whose
         `logw_next` reads a per-state table over the tokens; otherwise `Coerced`."""
-        from genlm.control.potential.built_in._fsa_coerce import CoercedDFA
+        from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA
 
         join = is_join(f) if homomorphic is None else homomorphic
         if self.automaton.delta is not None and join:

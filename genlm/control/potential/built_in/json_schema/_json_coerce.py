@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from genlm.control.potential.built_in._json_machine import accepts, step
 from genlm.control.potential.built_in._state_rows import StateRowCoerced
+from genlm.control.potential.built_in.json_schema._json_machine import accepts, step
 from genlm.control.weights import NEG_INF
 
 DEAD, UNKNOWN = -1, -2

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from genlm.control.potential.built_in._json_number import (
+from genlm.control.potential.built_in.json_schema._json_number import (
     NUMBER_START,
     is_complete,
     reachable,
     spelling_step,
     value_ok,
 )
-from genlm.control.potential.built_in._json_schema import Arr, Lit, Node, Num, Obj, Str
-from genlm.control.potential.built_in._json_string import (
+from genlm.control.potential.built_in.json_schema._json_schema import Arr, Lit, Node, Num, Obj, Str
+from genlm.control.potential.built_in.json_schema._json_string import (
     KeySpec,
     SFrame,
     _in_ranges,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from genlm.control.potential.built_in._json_number import Bounds
-from genlm.control.potential.built_in._json_string import Pattern
+from genlm.control.potential.built_in.json_schema._json_number import Bounds
+from genlm.control.potential.built_in.json_schema._json_string import Pattern
 
 
 class Node:

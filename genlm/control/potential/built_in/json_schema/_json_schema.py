@@ -13,10 +13,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from genlm.control.potential.built_in._json_guard import check_document, no_retrieval_registry
-from genlm.control.potential.built_in._json_nodes import Arr, Lit, Node, Num, Obj, Str
-from genlm.control.potential.built_in._json_number import Bounds, reachable
-from genlm.control.potential.built_in._json_string import Pattern
+from genlm.control.potential.built_in.json_schema._json_guard import (
+    check_document,
+    no_retrieval_registry,
+)
+from genlm.control.potential.built_in.json_schema._json_nodes import Arr, Lit, Node, Num, Obj, Str
+from genlm.control.potential.built_in.json_schema._json_number import Bounds, reachable
+from genlm.control.potential.built_in.json_schema._json_string import Pattern
 
 ANNOTATIONS = frozenset(
     {"title", "description", "$schema", "$id", "$defs", "definitions", "default",

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from genlm.control.potential.built_in._fsa_regex import _next_bytes, _utf8_len, byte_dfa
+from genlm.control.potential.built_in.fsa._fsa_regex import _next_bytes, _utf8_len, byte_dfa
 
 try:  # pragma: no cover - import location depends on the Python version
     from re import _constants as sre_constants

@@ -26,7 +26,7 @@ import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
-from genlm.control.potential.built_in._kv_cache import KV, Block, PrefixCache, tensor_bytes
+from genlm.control.potential.built_in.lm._kv_cache import KV, Block, PrefixCache, tensor_bytes
 from genlm.control.window import Window
 
 #: Bounds on the default `cache_bytes` (see `default_cache_bytes`).

@@ -60,7 +60,7 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
 
     try:
         if backend == "hf":
-            from genlm.control.potential.built_in._hf_batch import CachedTransformer
+            from genlm.control.potential.built_in.lm._hf_batch import CachedTransformer
 
             return CachedTransformer.from_name(path, **kwargs)
         if backend == "mock":

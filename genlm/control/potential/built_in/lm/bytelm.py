@@ -129,7 +129,7 @@ class ByteLLM(Potential):
 
         `backend` and `**kwargs` are as for `PromptedLLM.from_name`.
         """
-        from genlm.control.potential.built_in.llm import load_model
+        from genlm.control.potential.built_in.lm.llm import load_model
 
         return cls(load_model(name, backend, **kwargs), beam_params, cache_size=cache_size)
 

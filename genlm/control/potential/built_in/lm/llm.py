@@ -13,7 +13,7 @@ from genlm.backend.tokenization.token import Token
 
 from genlm.control._device import to_host
 from genlm.control.potential.base import Potential
-from genlm.control.potential.built_in._llm_loading import (
+from genlm.control.potential.built_in.lm._llm_loading import (
     BACKENDS,
     _check_lora,
     _default_eos,
@@ -21,7 +21,7 @@ from genlm.control.potential.built_in._llm_loading import (
     _start_id,
     load_model,
 )
-from genlm.control.potential.built_in._token_maps import (
+from genlm.control.potential.built_in.lm._token_maps import (
     TokenMaps,
     build_token_maps,
     check_prompt_ids,
@@ -358,7 +358,7 @@ class PromptedLLM(Potential):
         Raises:
             ValueError: not exactly one grammar, or one the engine rejects (its message).
         """
-        from genlm.control.potential.built_in.guided import GuidedConstraint
+        from genlm.control.potential.built_in.engine.guided import GuidedConstraint
 
         grammars = {"regex": regex, "lark": lark, "json_schema": json_schema}
         given = {k: v for k, v in grammars.items() if v is not None}
