@@ -1,9 +1,9 @@
 """One trie of a vocabulary's token images, and its level-by-level walk.
 
 `SymbolTrie.build(vocab, f)` holds the trie of `f([x])` over the tokens `x` (for
-byte-string tokens and `f = b"".join`, the trie of their bytes). Its nodes are
-numbered in breadth-first order, so a node's parent always has a smaller id and
-the nodes of one depth form one array (`levels`).
+byte-string tokens and `f = b"".join`, the trie of their bytes). Nodes are
+numbered as the build first reaches them, so a node's parent always has a smaller
+id; the nodes of one depth form one array (`levels`).
 
 `walk(values, step, live)` computes a value per node from its parent's, one depth
 at a time, and only below live nodes:
@@ -33,7 +33,7 @@ Live = Callable[[Any], np.ndarray]
 class SymbolTrie:
     """The trie of `f([x])` over the tokens `x` of a vocabulary.
 
-    Nodes are numbered in breadth-first order; node 0 is the root.
+    Node 0 is the root; every node's id is larger than its parent's.
 
     Attributes:
         vocab: the tokens the trie was built from.

@@ -3,6 +3,7 @@ and rows keyed by state; both are `LRU`s bounded by entries."""
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 from genlm.control._lru import LRU
@@ -28,8 +29,8 @@ class PrefixStateCache(Generic[S]):
     """
 
     def __init__(self, root: S, step: Callable[[S, Any], S | None], size: int = 16384):
-        if size < 1:
-            raise ValueError(f"cache size must be at least 1, got {size}")
+        if isinstance(size, bool) or not isinstance(size, Real) or not size >= 1:
+            raise ValueError(f"cache size must be at least 1, got {size!r}")
         self.root = root
         self.step = step
         self.size = size
