@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampler_toys import LETTERS, NextTable, SetAsTokens, item_potential, lm, random_rows
+from toys.tables import LETTERS, NextTable, SetAsTokens, item_potential, lm, random_rows
 
 from genlm.control import EOS
 from genlm.control.draw import using_rng
