@@ -122,8 +122,11 @@ def test_prefix_state_cache_bound_and_order():
     cache.get(list("ab"))
     cache.get(list("x"))
     assert cache._states.keys() == [tuple("abcd"), tuple("ab"), ("x",)]
-    for bad in (0, True, float("nan"), "3"):
+    for bad in (0, -2, float("nan")):
         with pytest.raises(ValueError, match="cache size must be at least 1"):
+            PrefixStateCache("", lambda s, t: s + t, size=bad)
+    for bad in (True, "3", None):
+        with pytest.raises(TypeError, match="cache size must be a number"):
             PrefixStateCache("", lambda s, t: s + t, size=bad)
 
 

@@ -26,10 +26,16 @@ class PrefixStateCache(Generic[S]):
         root: the state of the empty context (always kept).
         step: `step(state, token) -> state | None`.
         size: the maximum number of cached non-root states.
+
+    Raises:
+        TypeError: `size` is not a number (a bool included).
+        ValueError: `size` is below 1 or NaN.
     """
 
     def __init__(self, root: S, step: Callable[[S, Any], S | None], size: int = 16384):
-        if isinstance(size, bool) or not isinstance(size, Real) or not size >= 1:
+        if isinstance(size, bool) or not isinstance(size, Real):
+            raise TypeError(f"cache size must be a number, got {size!r}")
+        if not size >= 1:
             raise ValueError(f"cache size must be at least 1, got {size!r}")
         self.root = root
         self.step = step
