@@ -115,14 +115,19 @@ def _chain(trie, node):
 
 @settings_
 @given(vocabs, st.integers(0, 2**16), st.data())
-def test_awalk_equals_walk_and_keep_limits_it_to_the_chosen_paths(vocab, seed, data):
+def test_awalk_equals_walk_and_within_limits_it_to_the_chosen_paths(vocab, seed, data):
     trie = SymbolTrie.build(vocab, b"".join)
     rng = np.random.default_rng(seed)
     arc = np.where(rng.random(trie.n_nodes) < 0.2, NEG_INF, rng.normal(size=trie.n_nodes))
     chosen = data.draw(st.lists(st.integers(0, len(vocab) - 1), unique=True))
-    keep = trie.ancestors(trie.leaf[chosen])
+    within = trie.ancestors(trie.leaf[chosen])
+    keep = np.zeros(trie.n_nodes, dtype=bool)
+    keep[within] = True
     assert keep.tolist() == [
         any(trie.path(n) == list(vocab[i][: len(trie.path(n))]) for i in chosen) for n in range(trie.n_nodes)
+    ]
+    assert [lv.tolist() for lv in trie.sublevels(within)] == [
+        lv.tolist() for lv in (np.sort(lv[keep[lv]]) for lv in trie.levels) if lv.size
     ]
     calls = []
 
@@ -132,13 +137,13 @@ def test_awalk_equals_walk_and_keep_limits_it_to_the_chosen_paths(vocab, seed, d
 
     cum = np.full(trie.n_nodes, NEG_INF)
     cum[0] = 0.0
-    asyncio.run(trie.awalk(cum, astep, lambda c: c > NEG_INF, keep=keep))
+    asyncio.run(trie.awalk(cum, astep, lambda c: c > NEG_INF, within=within))
     assert all(keep[n] for level in calls for n in level) and all(level for level in calls)
     full = per_token_cum(trie, arc)
     assert [cum[trie.leaf[i]] for i in chosen] == [full[i] for i in chosen]
     sync = np.full(trie.n_nodes, NEG_INF)
     sync[0] = 0.0
-    trie.walk(sync, lambda c, p, n: c + arc[n], lambda c: c > NEG_INF, keep=keep)
+    trie.walk(sync, lambda c, p, n: c + arc[n], lambda c: c > NEG_INF, within=within)
     assert np.array_equal(sync, cum)
 
 

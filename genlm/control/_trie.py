@@ -81,47 +81,62 @@ class SymbolTrie:
 
     # The walk -------------------------------------------------------------------
 
-    def frontier(self, values: Any, live: Live, keep: np.ndarray | None = None) -> Iterator[tuple]:
-        """Per depth, `(nodes, parents)`: the nodes (within `keep`, a Boolean mask over
-        nodes, when given) whose parents have `live(values[parents])`. Reads `values`
-        as the caller fills it, so a level sees the one before; stops at the first
-        depth with no such node."""
-        for level in self.levels:
-            if keep is not None:
-                level = level[keep[level]]
+    def frontier(self, values: Any, live: Live, within: np.ndarray | None = None) -> Iterator[tuple]:
+        """Per depth, `(nodes, parents)`: the nodes (among `within`, node ids closed under
+        parents such as `ancestors` gives, when given) whose parents have
+        `live(values[parents])`. Reads `values` as the caller fills it, so a level sees
+        the one before; stops at the first depth with no such node."""
+        for level in self.levels if within is None else self.sublevels(within):
             parents = self.parent[level]
             ok = live(values[parents])
             if not ok.any():
                 return
             yield level[ok], parents[ok]
 
-    def walk(self, values: Any, step: Step, live: Live, keep: np.ndarray | None = None) -> Any:
+    def walk(self, values: Any, step: Step, live: Live, within: np.ndarray | None = None) -> Any:
         """Fill `values` (indexed by node; the caller sets the root's) level by level:
         `values[n] = step(values[p], p, n)` for the nodes `n` below live parents `p`
         (see `frontier`); other nodes keep what `values` held. Returns `values`."""
-        for nodes, parents in self.frontier(values, live, keep):
+        for nodes, parents in self.frontier(values, live, within):
             values[nodes] = step(values[parents], parents, nodes)
         return values
 
     async def awalk(
         self, values: Any, step: Callable[[Any, np.ndarray, np.ndarray], Awaitable[Any]], live: Live,
-        keep: np.ndarray | None = None,
+        within: np.ndarray | None = None,
     ) -> Any:
         """`walk` with an async `step`, awaited once per level."""
-        for nodes, parents in self.frontier(values, live, keep):
+        for nodes, parents in self.frontier(values, live, within):
             values[nodes] = await step(values[parents], parents, nodes)
         return values
 
     def ancestors(self, nodes: Sequence[int]) -> np.ndarray:
-        """A Boolean mask over nodes: `nodes` and every node on their paths from the root."""
-        mask = np.zeros(self.n_nodes, dtype=bool)
+        """`nodes` and every node on their paths from the root, as sorted node ids."""
+        seen: set[int] = set()
         parent = self.parent
         for n in nodes:
             n = int(n)
-            while n >= 0 and not mask[n]:
-                mask[n] = True
+            while n >= 0 and n not in seen:
+                seen.add(n)
                 n = int(parent[n])
-        return mask
+        return np.array(sorted(seen), dtype=np.int64)
+
+    def sublevels(self, within: np.ndarray) -> list[np.ndarray]:
+        """`levels` restricted to the node ids `within` (the root left out)."""
+        within = np.asarray(within, dtype=np.int64)
+        depth = self.depth[within]
+        order = np.argsort(depth, kind="stable")
+        nodes, depth = within[order], depth[order]
+        bounds = np.searchsorted(depth, np.arange(1, int(depth.max(initial=0)) + 2))
+        return [nodes[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    @cached_property
+    def depth(self) -> np.ndarray:
+        """Per node, its depth (the root's is 0)."""
+        out = np.zeros(self.n_nodes, dtype=np.int64)
+        for d, level in enumerate(self.levels, start=1):
+            out[level] = d
+        return out
 
     # Per-node views (built on first use) ------------------------------------------
 

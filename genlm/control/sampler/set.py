@@ -264,7 +264,7 @@ class TopKSetSampler(TrieSetSampler):
 
         log_phi = np.full(trie.n_nodes, NEG_INF)
         log_phi[0] = 0.0
-        await trie.awalk(log_phi, step, _has_weight, keep=trie.ancestors(leaves))
+        await trie.awalk(log_phi, step, _has_weight, within=trie.ancestors(leaves))
         return [float(view.w[i]) + float(log_phi[leaf]) for i, leaf in zip(tokens, leaves.tolist())]
 
 
