@@ -103,11 +103,13 @@ def random_llama(shape: LlamaShape, device: str, dtype: torch.dtype, seed: int =
 
 
 def prompted_over(model, tokenizer):
-    """A `PromptedLLM` over a (model, tokenizer) pair: `PromptedLLM(CachedTransformer(...))`."""
+    """A `PromptedLLM` over a (model, tokenizer) pair: `PromptedLLM(CachedTransformer(...))`,
+    its rows kept as tensors on the model's device (the default on a GPU; on the CPU
+    smoke run this takes the same tensor path)."""
     from genlm.control import PromptedLLM
     from genlm.control.potential.built_in._hf_batch import CachedTransformer
 
-    return PromptedLLM(CachedTransformer(model, tokenizer))
+    return PromptedLLM(CachedTransformer(model, tokenizer), rows="device")
 
 
 def synchronize(device: torch.device | str) -> None:

@@ -16,6 +16,7 @@ COLUMNS = [
     ("ratio to floor", "ratio"),
     ("target", "target"),
     ("syncs/step", "syncs_per_step"),
+    ("read-backs/step", "readbacks_per_step"),
     ("status", "status"),
 ]
 

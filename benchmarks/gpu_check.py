@@ -184,6 +184,17 @@ async def count_syncs(llm, sampler, n: int, tokens: int) -> float | None:
     return syncs / max(1, max(len(c) for c in seqs.contexts))
 
 
+async def count_readbacks(llm, sampler, n: int, tokens: int) -> float:
+    """Read-backs of tensor rows per SMC step, counted by the library
+    (`genlm.control.draw.counting_readbacks`); 0 where rows are NumPy (a CPU model)."""
+    from genlm.control.draw import counting_readbacks
+
+    llm.model.clear_cache()
+    with counting_readbacks() as got:
+        seqs = await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=98)
+    return got.value / max(1, max(len(c) for c in seqs.contexts))
+
+
 async def measure(label: str, llm, hf, workload: str, n: int, tokens: int, repeats: int) -> dict:
     """One table row: SMC and floor ms per step, their ratio, syncs per step."""
     row = {"model": label, "workload": workload, "n": n, "tokens": tokens, "target": TARGETS[workload]}
@@ -204,6 +215,7 @@ async def measure(label: str, llm, hf, workload: str, n: int, tokens: int, repea
             floor_ms_per_step=statistics.median(floor_ms),
             ratio=statistics.median(ratios),
             syncs_per_step=await count_syncs(llm, sampler, n, tokens),
+            readbacks_per_step=await count_readbacks(llm, sampler, n, tokens),
             status="ok",
         )
     except Exception as exc:  # recorded, and the run goes on (an OOM at N = 64, say)

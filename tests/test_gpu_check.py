@@ -70,12 +70,14 @@ def test_every_model_and_workload_is_measured(smoke):
         for key in TIMED:
             assert math.isfinite(row[key]) and row[key] > 0, (key, row)
         assert row["syncs_per_step"] is None  # not applicable off CUDA
+        # tensor rows: one read-back per step for the draw, plus the EOS column at the end
+        assert 1 <= row["readbacks_per_step"] <= 2, row
     assert [r["target"] for r in rows] == [1.2, 1.5, 1.2, 1.5]
 
 
 def test_markdown_table_has_the_columns_and_one_line_per_row(smoke):
     report, md = smoke
-    header = "| model | workload | N | tokens | floor ms/step | SMC ms/step | ratio to floor | target | syncs/step | status |"
+    header = "| model | workload | N | tokens | floor ms/step | SMC ms/step | ratio to floor | target | syncs/step | read-backs/step | status |"
     assert header in md
     lines = md.splitlines()
     start = lines.index(header) + 2
@@ -83,8 +85,8 @@ def test_markdown_table_has_the_columns_and_one_line_per_row(smoke):
     assert len(body) == len(report["rows"])
     for line, row in zip(body, report["rows"]):
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert len(cells) == 10
-        assert cells[2] == str(row["n"]) and cells[9] == "ok"
+        assert len(cells) == 11
+        assert cells[2] == str(row["n"]) and cells[10] == "ok"
         assert float(cells[4]) == pytest.approx(row["floor_ms_per_step"], abs=0.006)
         assert cells[6] == f"**{row['ratio']:.2f}×**"
         assert cells[8] == "n/a"
@@ -123,7 +125,7 @@ def test_failing_part_is_recorded_and_the_report_still_written(tmp_path, benchma
     write_report(tmp_path, report)
     md = (tmp_path / "gpu_check.md").read_text()
     assert json.loads((tmp_path / "gpu_check.json").read_text()) == report
-    assert "| m | regex AWRS | 64 | 64 | n/a | n/a | n/a | ≤ 1.5× | n/a | error: OutOfMemoryError: CUDA out of memory |" in md
+    assert "| m | regex AWRS | 64 | 64 | n/a | n/a | n/a | ≤ 1.5× | n/a | n/a | error: OutOfMemoryError: CUDA out of memory |" in md
     assert "| passed | 3 | 0 | 1 | 0 |" in markdown(report)
 
 

@@ -1,8 +1,11 @@
 """Batched categorical draws.
 
 Every `draw_from` made within one event-loop pass joins one window; the window
-stacks the rows of equal length and draws them in one vectorised reduction. Rows
-are numpy arrays on the host, so a group's read-back is the reduction's result.
+stacks the rows of one (place, length) group, where a place is NumPy on the host or
+a torch device, and draws them in one vectorised reduction. A group of torch rows
+is drawn on its device and read back once (`genlm.control._draw_torch`): token
+indices, `log Σw`, and the values `logp` and `logw` need. `counting_readbacks()`
+counts those read-backs.
 
 Randomness: each request uses the generator of the calling task
 (`current_rng()`, set by `using_rng`), so a seeded SMC run draws the same tokens
@@ -17,6 +20,14 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from genlm.control._device import (
+    counting_readbacks,
+    is_tensor,
+    like,
+    place,
+    readback_count,
+    to_host,
+)
 from genlm.control.weights import NEG_INF, LazyWeights, fold_nan, logsumexp
 from genlm.control.window import Window
 
@@ -82,9 +93,10 @@ class Draw(NamedTuple):
 
 
 class _Request(NamedTuple):
-    rows: np.ndarray  # (n, V) log weights
+    rows: Any  # (n, V) log weights: a NumPy array, or a torch tensor on its device
     rngs: list  # one generator per row
     method: str
+    targets: Any = None  # (n, V) target log weights of a tensor request, or None
 
 
 _TINY = np.finfo(np.float64).tiny
@@ -156,24 +168,40 @@ def _sample_rows(rows: np.ndarray, rngs: list, method: str) -> tuple[np.ndarray,
     return idx, log_z
 
 
-async def _flush(requests: list[_Request]) -> list[tuple[np.ndarray, np.ndarray]]:
+async def _flush(requests: list[_Request]) -> list[tuple]:
     out: list[Any] = [None] * len(requests)
-    groups: dict[tuple[int, str], list[int]] = {}
+    groups: dict[tuple[str, int, str], list[int]] = {}
     for i, r in enumerate(requests):
-        groups.setdefault((r.rows.shape[1], r.method), []).append(i)
-    for (_, method), members in groups.items():
-        if len(members) == 1:
-            rows = requests[members[0]].rows
-        else:
-            rows = np.concatenate([requests[i].rows for i in members])
+        groups.setdefault((place(r.rows), r.rows.shape[1], r.method), []).append(i)
+    for (where, _, method), members in groups.items():
         rngs = [g for i in members for g in requests[i].rngs]
-        idx, log_z = _sample_rows(rows, rngs, method)
+        if where == "numpy":
+            rows = _join([requests[i].rows for i in members])
+            parts: tuple = _sample_rows(rows, rngs, method)
+        else:
+            from genlm.control._draw_torch import sample_tensor_rows
+
+            rows = _join([requests[i].rows for i in members])
+            targets = None
+            if any(requests[i].targets is not None for i in members):
+                targets = _join([requests[i].rows if requests[i].targets is None else requests[i].targets for i in members])
+            parts = sample_tensor_rows(rows, rngs, method, targets)
         start = 0
         for i in members:
             n = len(requests[i].rngs)
-            out[i] = (idx[start : start + n], log_z[start : start + n])
+            out[i] = tuple(p[start : start + n] for p in parts)
             start += n
     return out
+
+
+def _join(blocks: list) -> Any:
+    if len(blocks) == 1:
+        return blocks[0]
+    if is_tensor(blocks[0]):
+        import torch
+
+        return torch.cat(blocks)
+    return np.concatenate(blocks)
 
 
 _window: Window = Window(_flush)
@@ -199,7 +227,7 @@ async def draw_from(
         raise ValueError("draw_from expects log weights")
     if draw is None:
         return (await draw_many([weights], [current_rng()], None if target is None else [target]))[0]
-    row = fold_nan(weights.weights)
+    row = fold_nan(weights.host())
     log_z = logsumexp(row)
     if log_z == NEG_INF:
         index = len(row) - 1
@@ -237,7 +265,17 @@ def _result(weights: LazyWeights, row: np.ndarray, index: int, log_z: float, tar
     logp = float(row[index] - log_z)
     if target is None:
         return Draw(token, logp, float(log_z))
-    return Draw(token, logp, float(fold_nan(target.weights[index : index + 1])[0]) - logp)
+    return Draw(token, logp, float(fold_nan(to_host(target.weights[index : index + 1]))[0]) - logp)
+
+
+def _tensor_result(weights: LazyWeights, index: int, log_z: float, value: float, tvalue: float, target: Any) -> Draw:
+    if log_z == NEG_INF:
+        return Draw(weights.decode[-1], NEG_INF, NEG_INF)
+    logp = value - log_z
+    if target is None:
+        return Draw(weights.decode[index], logp, log_z)
+    tvalue = NEG_INF if tvalue != tvalue else tvalue  # a NaN target weight is zero
+    return Draw(weights.decode[index], logp, tvalue - logp)
 
 
 async def draw_many(
@@ -261,17 +299,35 @@ async def draw_many(
         return []
     if not all(w.is_log for w in weights):
         raise ValueError("draw_many expects log weights")
-    by_length: dict[int, list[int]] = {}
+    groups: dict[tuple[str, int], list[int]] = {}
     for i, w in enumerate(weights):
-        by_length.setdefault(len(w.weights), []).append(i)
+        groups.setdefault((place(w.weights), len(w.weights)), []).append(i)
     out: list[Any] = [None] * len(weights)
-    for members in by_length.values():
+    for (where, _), members in groups.items():
+        group_rngs = [rngs[i] for i in members]
+        if where != "numpy":
+            await _draw_tensors(weights, targets, members, group_rngs, out)
+            continue
         rows = fold_nan(_block([weights[i].weights for i in members]))
-        indices, log_zs = await _window.submit(_Request(rows, [rngs[i] for i in members], _draw_method))
+        indices, log_zs = await _window.submit(_Request(rows, group_rngs, _draw_method))
         for j, i in enumerate(members):
             t = None if targets is None else targets[i]
             out[i] = _result(weights[i], rows[j], int(indices[j]), float(log_zs[j]), t)
     return out
+
+
+async def _draw_tensors(weights, targets, members: list[int], rngs: list, out: list) -> None:
+    """Draw a group of tensor rows on their device; one read-back for the group."""
+    from genlm.control._draw_torch import stacked
+
+    rows = stacked([weights[i].weights for i in members])
+    tblock = None
+    if targets is not None:
+        tblock = stacked([like(targets[i].weights, rows[0]) for i in members])
+    indices, log_zs, values, tvalues = await _window.submit(_Request(rows, rngs, _draw_method, tblock))
+    for j, i in enumerate(members):
+        t = None if targets is None else targets[i]
+        out[i] = _tensor_result(weights[i], int(indices[j]), float(log_zs[j]), float(values[j]), float(tvalues[j]), t)
 
 
 __all__ = [
@@ -283,4 +339,6 @@ __all__ = [
     "get_draw_method",
     "current_rng",
     "using_rng",
+    "counting_readbacks",
+    "readback_count",
 ]

@@ -1,4 +1,8 @@
-"""Lazy weights over a vocabulary plus EOS, and the array math they need."""
+"""Lazy weights over a vocabulary plus EOS, and the array math they need.
+
+Weights are a NumPy float64 array on the host or a torch tensor on a device (see
+`genlm.control._device`); every operation keeps them where they are.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,26 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from genlm.control._device import (
+    as_row_tensor,
+    fold_nan_tensor,
+    is_tensor,
+    logsumexp_rows,
+    match,
+    to_host,
+)
+
 NEG_INF = float("-inf")
 
 
-def logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray | float:
-    """`log Σ exp(x)` along `axis`, exact for rows that are all `-inf` (gives `-inf`)."""
+def logsumexp(x: Any, axis: int | None = None) -> Any:
+    """`log Σ exp(x)` along `axis`, exact for rows that are all `-inf` (gives `-inf`).
+
+    A tensor stays on its device along an axis; over all entries the result is a float.
+    """
+    if is_tensor(x):
+        out = logsumexp_rows(x, axis)
+        return float(to_host(out)) if axis is None else out
     x = np.asarray(x, dtype=np.float64)
     m = np.max(x, axis=axis, keepdims=True) if x.size else np.array(NEG_INF)
     m = np.where(np.isfinite(m), m, 0.0)
@@ -21,12 +40,17 @@ def logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     return np.squeeze(s, axis=axis)
 
 
-def fold_nan(x: np.ndarray) -> np.ndarray:
+def fold_nan(x: Any) -> Any:
     """Map NaN log weights to `-inf`; a `+inf` log weight is an error.
 
+    A tensor is folded on its device; its `+inf` entries are reported by the draw
+    that reads the row back (checking here would read it back).
+
     Raises:
-        ValueError: if any entry is `+inf`.
+        ValueError: if any entry of a NumPy row is `+inf`.
     """
+    if is_tensor(x):
+        return fold_nan_tensor(x)
     x = np.asarray(x, dtype=np.float64)
     if x.size:
         top = x.max()  # NaN when any entry is NaN
@@ -47,7 +71,9 @@ class LazyWeights:
     """Weights over `vocab + [EOS]`, held as one array and looked up by token.
 
     Args:
-        weights: array of length `len(decode)`; log weights when `log=True`.
+        weights: array of length `len(decode)`; log weights when `log=True`. A torch
+            tensor stays a tensor on its device (half precision upcast to float32);
+            anything else becomes a float64 NumPy array.
         encode: token → index into `weights`.
         decode: index → token.
         log: whether `weights` are in log space.
@@ -65,8 +91,10 @@ class LazyWeights:
         log: bool = True,
         fallback: Mapping[Any, int] | None = None,
     ):
-        if not isinstance(weights, np.ndarray):
-            weights = _to_numpy(weights)
+        if is_tensor(weights):
+            weights = as_row_tensor(weights)
+        elif not isinstance(weights, np.ndarray):
+            weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != (len(decode),):
             raise ValueError(
                 f"weights have shape {weights.shape}, expected ({len(decode)},)"
@@ -95,7 +123,13 @@ class LazyWeights:
         i = self.index(token)
         if i is None:
             return NEG_INF if self.is_log else 0.0
+        if is_tensor(self.weights):
+            return float(to_host(self.weights[i : i + 1])[0])
         return float(self.weights[i])
+
+    def host(self) -> np.ndarray:
+        """The weights as a float64 NumPy array (a tensor is read back once)."""
+        return to_host(self.weights)
 
     def __len__(self) -> int:
         return len(self.decode)
@@ -110,28 +144,35 @@ class LazyWeights:
         return self.weights
 
     def items(self) -> Iterator[tuple[Any, float]]:
-        return zip(self.decode, self.weights.tolist())
+        return zip(self.decode, self.host().tolist())
 
     def sum(self) -> float:
         """`log Σ w` in log space, `Σ w` otherwise."""
         if self.is_log:
             return logsumexp(self.weights)
+        if is_tensor(self.weights):
+            return float(to_host(self.weights.sum().reshape(1))[0])
         return float(np.sum(self.weights))
 
     def normalize(self) -> "LazyWeights":
         """Weights divided by their sum (`w - logsumexp(w)` in log space)."""
+        w = self.weights
         if self.is_log:
-            return self._spawn(self.weights - logsumexp(self.weights), True)
-        return self._spawn(self.weights / np.sum(self.weights), False)
+            z = logsumexp_rows(w) if is_tensor(w) else logsumexp(w)
+            return self._spawn(w - z, True)
+        return self._spawn(w / w.sum(), False)
 
     def exp(self) -> "LazyWeights":
         if not self.is_log:
             raise ValueError("weights are not in log space")
-        return self._spawn(np.exp(self.weights), False)
+        w = self.weights
+        return self._spawn(w.exp() if is_tensor(w) else np.exp(w), False)
 
     def log(self) -> "LazyWeights":
         if self.is_log:
             raise ValueError("weights are already in log space")
+        if is_tensor(self.weights):
+            return self._spawn(self.weights.log(), True)
         with np.errstate(divide="ignore"):
             return self._spawn(np.log(self.weights), True)
 
@@ -144,31 +185,35 @@ class LazyWeights:
     def __mul__(self, other: "LazyWeights") -> "LazyWeights":
         """Pointwise product (a sum of log weights)."""
         self._check_aligned(other)
+        a, b = match(self.weights, other.weights)
         if self.is_log:
-            return self._spawn(self.weights + other.weights, True)
-        return self._spawn(self.weights * other.weights, False)
+            return self._spawn(a + b, True)
+        return self._spawn(a * b, False)
 
     def __add__(self, other: "LazyWeights") -> "LazyWeights":
         """Pointwise sum (`logaddexp` of log weights)."""
         self._check_aligned(other)
+        a, b = match(self.weights, other.weights)
         if self.is_log:
-            return self._spawn(np.logaddexp(self.weights, other.weights), True)
-        return self._spawn(self.weights + other.weights, False)
+            return self._spawn(a.logaddexp(b) if is_tensor(a) else np.logaddexp(a, b), True)
+        return self._spawn(a + b, False)
 
     def argmax(self) -> Any:
-        return self.decode[int(np.argmax(self.weights))]
+        w = self.weights
+        return self.decode[int(to_host(w.argmax().reshape(1))[0]) if is_tensor(w) else int(np.argmax(w))]
 
     def materialize(self, top: int | None = None) -> dict[Any, float]:
         """A dict token → weight, largest first, of the `top` largest (all by default)."""
-        order = np.argsort(-self.weights, kind="stable")
+        w = self.host()
+        order = np.argsort(-w, kind="stable")
         if top is not None:
             order = order[:top]
-        return {self.decode[i]: float(self.weights[i]) for i in order}
+        return {self.decode[i]: float(w[i]) for i in order}
 
     def assert_equal(self, other: "LazyWeights", rtol: float = 1e-5, atol: float = 1e-8) -> None:
         """Assert equal weights over the same tokens (matching `-inf` entries too)."""
         self._check_aligned(other)
-        np.testing.assert_allclose(self.weights, other.weights, rtol=rtol, atol=atol)
+        np.testing.assert_allclose(self.host(), other.host(), rtol=rtol, atol=atol)
 
     def assert_equal_unordered(self, other: "LazyWeights", rtol: float = 1e-5, atol: float = 1e-8) -> None:
         """Assert the same tokens with close weights, in any order."""
@@ -182,15 +227,40 @@ class LazyWeights:
         return f"LazyWeights({kind}{shown}{' ...' if len(self) > 5 else ''})"
 
 
-def _to_numpy(weights: Any) -> np.ndarray:
-    try:
+def host_rows(rows: Sequence[LazyWeights]) -> list[np.ndarray]:
+    """Each row's weights as a float64 NumPy array; tensor rows of one device are
+    read back together (one transfer)."""
+    out: list[Any] = [None] * len(rows)
+    tensors = [i for i, r in enumerate(rows) if is_tensor(r.weights)]
+    if tensors:
         import torch
 
-        if isinstance(weights, torch.Tensor):
-            return weights.detach().to("cpu", torch.float64).numpy()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
-    return np.asarray(weights, dtype=np.float64)
+        block = to_host(torch.stack([rows[i].weights.to(rows[tensors[0]].weights.device) for i in tensors]))
+        for k, i in enumerate(tensors):
+            out[i] = block[k]
+    for i, r in enumerate(rows):
+        if out[i] is None:
+            out[i] = np.asarray(r.weights, dtype=np.float64)
+    return out
 
 
-__all__ = ["LazyWeights", "logsumexp", "fold_nan", "NEG_INF"]
+def eos_column(rows: Sequence[LazyWeights]) -> list[float]:
+    """The EOS entry (the last) of each row, read back in one transfer per group of
+    tensor rows; NaN entries are `-inf`."""
+    out: list[float] = [NEG_INF] * len(rows)
+    tensors = [i for i, r in enumerate(rows) if is_tensor(r.weights)]
+    if tensors:
+        import torch
+
+        firsts = [rows[i].weights[-1:] for i in tensors]
+        dev = firsts[0].device
+        got = to_host(torch.cat([f.to(dev, torch.float64) for f in firsts]))
+        for i, v in zip(tensors, got.tolist()):
+            out[i] = v
+    for i, r in enumerate(rows):
+        if not is_tensor(r.weights):
+            out[i] = float(r.weights[-1])
+    return [NEG_INF if v != v else v for v in out]
+
+
+__all__ = ["host_rows", "eos_column", "LazyWeights", "logsumexp", "fold_nan", "NEG_INF"]

@@ -32,9 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+import torch
 
 from genlm.control import AWRS, BoolFSA, Potential, PromptedLLM, direct_token_sampler
+from genlm.control.draw import counting_readbacks
 from genlm.control.embedded import EMBEDDED_MODEL
+from genlm.control.potential.built_in._guided_engine import EngineVocab, mask_allowed
 
 PROMPT = "The value is"
 PATTERN = r" (a|an|the)( (a|an|the)){0,2}\."
@@ -293,3 +296,110 @@ def test_awrs_search_unbiased_on_embedded_model(llm, conditions, exact):
 def test_sampler_unbiased_on_embedded_model(llm, conditions, exact, name, engine):
     sampler = make_sampler(name, llm, conditions[engine])
     check_unbiased(asyncio.run(run_smc(sampler, RUNS, ess_threshold=0.0)), exact)
+
+
+# Rows on the device (torch tensors): the same target, drawn on the torch path ----------
+
+
+@pytest.fixture(scope="module")
+def device_llm(llm) -> PromptedLLM:
+    """The same model and prompt with its rows kept as torch tensors (`rows="device"`),
+    which on a CPU is the path a GPU takes: products, masks and draws on tensors."""
+    return PromptedLLM(llm.model, prompt_ids=llm.prompt_ids, rows="device")
+
+
+@pytest.fixture(scope="module")
+def device_conditions(device_llm):
+    fsa = BoolFSA.from_regex(PATTERN)
+    return {engine: fsa.coerce(device_llm, f=b"".join, engine=engine) for engine in (None, False)}
+
+
+def test_device_rows_are_host_rows_in_float32(llm, device_llm):
+    """`rows="device"` gives float32 tensors equal to the float64 host rows up to float32 rounding."""
+    contexts = [[], [llm.vocab[5]], [llm.vocab[17], llm.vocab[3]]]
+    host = asyncio.run(llm.batch_logw_next(contexts))
+    dev = asyncio.run(device_llm.batch_logw_next(contexts))
+    for h, d in zip(host, dev):
+        assert isinstance(d.weights, torch.Tensor) and d.weights.dtype == torch.float32
+        assert isinstance(h.weights, np.ndarray) and h.weights.dtype == np.float64
+        np.testing.assert_allclose(d.host(), h.weights, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["direct", "awrs", "awrs-search"])
+def test_sampler_unbiased_on_device_rows(device_llm, device_conditions, exact, name):
+    """E[Ẑ/Z] = 1 and nothing off the language when rows, masks and draws are tensors."""
+    condition = device_conditions[None]
+    if name == "direct":
+        sampler = direct_token_sampler(device_llm * condition)
+    elif name == "awrs":
+        sampler = AWRS(device_llm, condition)
+        assert sampler.exact
+    else:
+        sampler = AWRS(device_llm, Searched(device_conditions[False]))
+        assert not sampler.exact
+    check_unbiased(asyncio.run(run_smc(sampler, RUNS, ess_threshold=0.0)), exact)
+
+
+@pytest.mark.parametrize("name", ["direct", "awrs"])
+def test_seeded_runs_draw_alike_on_host_and_device_rows(llm, device_llm, conditions, device_conditions, name):
+    """Inverse-CDF draws use the same uniform on both paths, so a seeded run picks the
+    same tokens from float64 NumPy rows and float32 tensor rows (they could differ only
+    where float32 rounding moves a CDF boundary across the uniform), and its weights
+    agree to float32 precision."""
+
+    def sampler(model, conds):
+        cond = conds[None]
+        return direct_token_sampler(model * cond) if name == "direct" else AWRS(model, cond)
+
+    for seed in range(5):
+        a = asyncio.run(sampler(llm, conditions).smc(6, 0.5, MAX_TOKENS, seed=seed))
+        b = asyncio.run(sampler(device_llm, device_conditions).smc(6, 0.5, MAX_TOKENS, seed=seed))
+        assert [[token_bytes(t) for t in c] for c in a.contexts] == [[token_bytes(t) for t in c] for c in b.contexts]
+        np.testing.assert_allclose(b.log_weights, a.log_weights, rtol=1e-5, atol=1e-4)
+        again = asyncio.run(sampler(device_llm, device_conditions).smc(6, 0.5, MAX_TOKENS, seed=seed))
+        assert again.log_weights.tolist() == b.log_weights.tolist()
+
+
+@pytest.mark.parametrize("n_particles", [2, 16])
+def test_engine_step_reads_back_once(device_llm, device_conditions, n_particles):
+    """A step of the direct sampler over `llm * engine_condition` and of AWRS with the
+    engine condition: the engine's packed masks go to the rows' device and the whole
+    step reads back once, for any number of particles."""
+    condition = device_conditions[None]
+    contexts = [[] for _ in range(n_particles)]
+    for sampler in (direct_token_sampler(device_llm * condition), AWRS(device_llm, condition)):
+        asyncio.run(sampler.batch_sample(contexts, [np.random.default_rng(0)] * n_particles))  # warm the cache
+        rngs = [np.random.default_rng(k) for k in range(n_particles)]
+        with counting_readbacks() as n:
+            asyncio.run(sampler.batch_sample(contexts, rngs))
+        assert n.value == 1, type(sampler).__name__
+
+
+def test_engine_masks_unpack_alike_on_host_and_device(device_conditions):
+    """Packed engine masks unpacked on a tensor's device equal the host unpacking:
+    for the condition's own masks (which also equal its `logw_next` rows) and for
+    random words, where every bit position, bit 31 (the int32 sign) included, is set
+    and clear somewhere."""
+    guided = device_conditions[None].guided
+    ref = torch.zeros(1)
+    on_device = asyncio.run(guided.batch_allowed([[]], like=ref))
+    on_host = asyncio.run(guided.batch_allowed([[]]))
+    rows = np.stack([r.weights for r in asyncio.run(guided.batch_logw_next([[]]))])
+    assert isinstance(on_device, torch.Tensor) and on_device.dtype == torch.bool
+    np.testing.assert_array_equal(on_device.numpy(), on_host)
+    np.testing.assert_array_equal(on_host, rows == 0)
+    assert 0 < on_host[0].sum() < on_host.shape[1]
+    vocab = guided.engine
+    words = np.random.default_rng(0).integers(-(2**31), 2**31, size=(3, vocab.n_words)).astype(np.int32)
+    accepting = np.array([True, False, True])
+    dev = mask_allowed(vocab, words, accepting, ref).numpy()
+    host = mask_allowed(vocab, words, accepting)
+    np.testing.assert_array_equal(dev, host)
+    bit31 = vocab.vocab_ids % 32 == 31
+    assert host[:, :-1][:, bit31].any() and not host[:, :-1][:, bit31].all()
+    # scattered ids (more runs than are copied run by run) are gathered instead
+    rng = np.random.default_rng(1)
+    scattered = EngineVocab(None, np.sort(rng.choice(vocab.n_words * 32, 500, replace=False)), (), vocab.n_words)
+    np.testing.assert_array_equal(
+        mask_allowed(scattered, words, accepting, ref).numpy(), mask_allowed(scattered, words, accepting)
+    )

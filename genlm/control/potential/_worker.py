@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from genlm.control.weights import host_rows
+
 #: Seconds a worker is given to exit after SIGTERM (or a stop request) before SIGKILL.
 TERMINATE_TIMEOUT = 1.0
 
@@ -69,7 +71,7 @@ def _call(potential: Any, method: str, contexts: list) -> np.ndarray:
     }[method]
     result = asyncio.run(batch(contexts))
     if method == "logw_next":
-        return np.stack([w.weights for w in result]) if result else np.zeros((0, 0))
+        return np.stack(host_rows(result)) if result else np.zeros((0, 0))
     return np.asarray(result, dtype=np.float64)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from genlm.control._trie import SymbolTrie
 from genlm.control.potential.base import Potential
-from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.weights import NEG_INF, LazyWeights, host_rows
 from genlm.control.window import gather_or_cancel
 
 
@@ -238,8 +238,8 @@ class _NodeRows:
 
     async def root(self) -> np.ndarray:
         if self.carried is not None:
-            return self.carried.row(0).weights
-        return (await self.potential.logw_next(self.base)).weights
+            return self.carried.row(0).host()
+        return (await self.potential.logw_next(self.base)).host()
 
     async def rows(self, need: list[int]) -> list[np.ndarray]:
         """Rows at `need`, nodes whose parents were visited before."""
@@ -247,11 +247,11 @@ class _NodeRows:
         if carried is not None:
             for p in need:
                 carried.state(p)
-            return [carried.row(p).weights for p in need]
+            return [carried.row(p).host() for p in need]
         for p in need:
             self.paths[p] = self.paths[int(trie.parent[p])] + [trie.symbol[p]]
         got = await self.potential.batch_logw_next([self.base + self.paths[p] for p in need])
-        return [w.weights for w in got]
+        return host_rows(got)
 
 
 def _has_weight(cum: np.ndarray) -> np.ndarray:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
+from genlm.control._device import index_for, match, stack
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
 from genlm.control.window import gather_or_cancel
@@ -32,6 +34,8 @@ class Product(Potential):
         if p1.eos != p2.eos:
             raise ValueError(f"potentials end with different markers: {p1.eos!r}, {p2.eos!r}")
         self.p1, self.p2 = p1, p2
+        self._on1: dict = {}
+        self._on2: dict = {}
         t1, t2 = p1.tables, p2.tables
         if t1 is t2 or t1.vocab == t2.vocab:
             self._idx1 = self._idx2 = None
@@ -71,10 +75,12 @@ class Product(Potential):
         )
         return np.asarray(a) + np.asarray(b)
 
-    def _combine(self, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    def _combine(self, w1: Any, w2: Any) -> Any:
+        """`w1 + w2` on the shared tokens, on the device of a tensor operand."""
+        w1, w2 = match(w1, w2)
         if self._idx1 is None:
             return w1 + w2
-        return w1[..., self._idx1] + w2[..., self._idx2]
+        return w1[..., index_for(self._idx1, w1, self._on1)] + w2[..., index_for(self._idx2, w2, self._on2)]
 
     async def logw_next(self, context: list) -> LazyWeights:
         a, b = await gather_or_cancel(self.p1.logw_next(context), self.p2.logw_next(context))
@@ -86,8 +92,8 @@ class Product(Potential):
         )
         if not contexts:
             return []
-        w1 = np.stack([w.weights for w in a])
-        w2 = np.stack([w.weights for w in b])
+        w1 = stack([w.weights for w in a])
+        w2 = stack([w.weights for w in b])
         return self.rows_to_weights(self._combine(w1, w2))
 
     def spawn(self) -> "Product":

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from genlm.control._args import is_real, reject_bool
+from genlm.control._device import is_tensor
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights, logsumexp
 
@@ -70,8 +72,11 @@ class Normalized(Potential):
         super().__init__(tables=potential.tables)
 
     @staticmethod
-    def _norm(w: np.ndarray) -> np.ndarray:
+    def _norm(w: Any) -> Any:
         z = logsumexp(w, axis=-1)
+        if is_tensor(w):
+            z = z.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+            return w - (z[..., None] if w.dim() > 1 else z)
         z = np.where(np.isfinite(z), z, 0.0)
         return w - (z[..., None] if np.ndim(w) > 1 else z)
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from genlm.control._device import index_for, is_tensor
 from genlm.control.draw import draw_many
 from genlm.control.potential.base import Potential
-from genlm.control.weights import NEG_INF
+from genlm.control.weights import NEG_INF, host_rows
 
 BOOLEAN_ATOL = 1e-9  # a finite condition value farther than this from 0 is a weight
 
@@ -29,13 +30,13 @@ class Support:
 
     def __init__(self, potential: Potential, condition: Potential, proposal: Potential | None):
         self.tokens = condition.vocab_eos
+        self._on: dict = {}  # positions copied to each device
         self.potential = _positions("potential", potential, condition)
         self.proposal = None if proposal is None else _positions("proposal", proposal, condition)
 
-    @staticmethod
-    def view(row: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
+    def view(self, row: Any, positions: np.ndarray | None) -> Any:
         """`row` (over another `vocab_eos`) read on the condition's `vocab_eos`."""
-        return row if positions is None else row[..., positions]
+        return row if positions is None else row[..., index_for(positions, row, self._on)]
 
 
 def _positions(name: str, outer: Potential, condition: Potential) -> np.ndarray | None:
@@ -91,8 +92,24 @@ def boolean_rows(condition: Any, rows: np.ndarray) -> np.ndarray:
 
 
 def stack_rows(rows: list) -> np.ndarray:
-    """The weights of `LazyWeights` rows as one float64 block."""
-    return np.stack([np.asarray(r.weights, dtype=np.float64) for r in rows])
+    """The weights of `LazyWeights` rows as one float64 block on the host."""
+    return np.stack(host_rows(rows))
+
+
+def like_mask(allowed: np.ndarray, like: Any) -> Any:
+    """A host bool block on the device of `like` when that is a tensor."""
+    if not is_tensor(like):
+        return allowed
+    import torch
+
+    return torch.as_tensor(allowed, device=like.device)
+
+
+def masked(allowed: Any, w: Any) -> Any:
+    """`w` where `allowed`, `-inf` elsewhere (on `w`'s device)."""
+    if is_tensor(w):
+        return w.where(allowed, NEG_INF)
+    return np.where(allowed, w, NEG_INF)
 
 
 async def draw_one(weights, target, rng):
@@ -105,4 +122,4 @@ async def none() -> None:
     return None
 
 
-__all__ = ["Support", "boolean_rows", "boolean_value", "draw_one", "none", "not_boolean", "stack_rows"]
+__all__ = ["Support", "like_mask", "masked", "boolean_rows", "boolean_value", "draw_one", "none", "not_boolean", "stack_rows"]

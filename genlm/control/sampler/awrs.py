@@ -71,14 +71,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
-from genlm.control.draw import current_rng, draw_from, draw_many
+from genlm.control._device import is_tensor, match, stack, to_host
+from genlm.control.draw import current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential.base import Potential
+from genlm.control.potential.coerce import unbatched
 from genlm.control.potential.product import Product
 from genlm.control.sampler._awrs_exact import (
     Support,
     boolean_rows,
     boolean_value,
     draw_one,
+    like_mask,
+    masked,
     none,
     stack_rows,
 )
@@ -214,6 +218,7 @@ class AWRS(TokenSampler):
         self.n_monte_carlo_samples = n_monte_carlo_samples
         self.exact = bool(condition.cheap_logw_next)
         self._allowed_next = getattr(condition, "allowed_next", None)
+        self._batch_allowed = getattr(unbatched(condition), "batch_allowed", None)
         with warnings.catch_warnings():  # a subset vocabulary is intended here
             warnings.simplefilter("ignore")
             super().__init__(Product(self.potential, self.condition))
@@ -229,29 +234,53 @@ class AWRS(TokenSampler):
 
     # Rows ----------------------------------------------------------------------
 
-    async def _rows(self, contexts: list[list]) -> tuple[np.ndarray, np.ndarray]:
-        """The potential's and the proposal's rows on the condition's `vocab_eos`."""
+    async def _rows(self, contexts: list[list]) -> tuple[Any, Any]:
+        """The potential's and the proposal's rows on the condition's `vocab_eos`, as
+        blocks where the potential made them (NumPy, or tensors on their device)."""
         support = self.support
         if self.proposal is None:
-            w = stack_rows(await self.potential.batch_logw_next(contexts))
-            w = fold_nan(support.view(w, support.potential))
+            w = stack([r.weights for r in await self.potential.batch_logw_next(contexts)])
+            w = _fold(support.view(w, support.potential))
             return w, w
         wl, ql = await gather_or_cancel(
             self.potential.batch_logw_next(contexts), self.proposal.batch_logw_next(contexts)
         )
-        w = fold_nan(support.view(stack_rows(wl), support.potential))
-        return w, fold_nan(support.view(stack_rows(ql), support.proposal))
+        w = _fold(support.view(stack([r.weights for r in wl]), support.potential))
+        q = _fold(support.view(stack([r.weights for r in ql]), support.proposal))
+        return match(w, q)
+
+    async def _allowed_rows(self, contexts: list[list], like: Any) -> Any:
+        """The condition's allowed tokens after each context, as a bool block on the
+        device of `like` (the engine's packed masks are unpacked there)."""
+        if self._batch_allowed is not None:
+            return await self._batch_allowed(contexts, like)
+        rows = await self.condition.batch_logw_next(contexts)
+        allowed = boolean_rows(self.condition, stack_rows(rows))
+        return like_mask(allowed, like)
+
+    @staticmethod
+    def _host(w: Any, q: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Both blocks on the host, in one read-back when they are tensors."""
+        if not is_tensor(w):
+            return w, q
+        if q is w:
+            w = to_host(w)
+            return w, w
+        import torch
+
+        both = to_host(torch.stack([w, q]))
+        return both[0], both[1]
 
     def _rng(self) -> np.random.Generator:
         return self.rng if self.rng is not None else current_rng()
 
-    async def _exact(self, w: np.ndarray, q: np.ndarray, allowed: np.ndarray, draw: Any) -> tuple:
+    async def _exact(self, w: Any, q: Any, allowed: Any, draw: Any) -> tuple:
         """An exact draw from `q` restricted to `allowed`, weighed under `w`."""
-        target = self.condition.make_lazy_weights(np.where(allowed, w, NEG_INF))
+        target = self.condition.make_lazy_weights(masked(allowed, w))
         if self.proposal is None:
             d = await (draw_one(target, None, self._rng()) if draw is None else draw_from(target, draw=draw))
         else:
-            rows = self.condition.make_lazy_weights(np.where(allowed, q, NEG_INF))
+            rows = self.condition.make_lazy_weights(masked(allowed, q))
             d = await (draw_one(rows, target, self._rng()) if draw is None else draw_from(rows, draw=draw, target=target))
         return d.token, d.logw, d.logp
 
@@ -259,10 +288,15 @@ class AWRS(TokenSampler):
 
     async def sample(self, context, draw=None):
         context = list(context)
+        w, q = await self._rows([context])
         if self.exact:
-            (w, q), c = await gather_or_cancel(self._rows([context]), self.condition.logw_next(context))
-            return await self._exact(w[0], q[0], boolean_rows(self.condition, c.weights), draw)
-        (w,), (q,) = await self._rows([context])
+            allowed = await self._allowed_rows([context], w)
+            return await self._exact(w[0], q[0], allowed[0], draw)
+        w, q = self._host(w, q)
+        return await self._search_row(context, w[0], q[0], draw)
+
+    async def _search_row(self, context: list, w: np.ndarray, q: np.ndarray, draw: Any) -> tuple:
+        """`sample` from host rows: the small-support check or the search."""
         q, top = _folded_max(q)
         if top == NEG_INF:
             return self.condition.eos, NEG_INF, NEG_INF
@@ -283,22 +317,30 @@ class AWRS(TokenSampler):
         return self.support.tokens[index], ratio + found.log_z, found.logp
 
     async def batch_sample(self, contexts, rngs):
-        """With a `cheap_logw_next` condition: one `batch_logw_next` of the potential
-        (and proposal), one of the condition, and one stacked draw for the batch;
-        otherwise one `sample` per context, concurrently."""
-        if not (self.exact and self.autobatch) or type(self).sample is not AWRS.sample:
+        """One `batch_logw_next` of the potential (and proposal) for the batch. With a
+        `cheap_logw_next` condition, one batch of condition masks (on the rows' device)
+        and one stacked draw (one read-back); otherwise the rows come to the host in
+        one read-back and each context's search runs on them, concurrently."""
+        if not self.autobatch or type(self).sample is not AWRS.sample:
             return await super().batch_sample(contexts, rngs)
         if not contexts:
             return []
-        (w, q), c = await gather_or_cancel(self._rows(contexts), self.condition.batch_logw_next(contexts))
-        allowed = boolean_rows(self.condition, stack_rows(c))
-        make = self.condition.make_lazy_weights
-        targets = [make(row) for row in np.where(allowed, w, NEG_INF)]
         rngs = rngs if self.rng is None else [self.rng] * len(contexts)
+        w, q = await self._rows(contexts)
+        if not self.exact:
+            w, q = self._host(w, q)
+
+            async def one(i: int) -> tuple:
+                with using_rng(rngs[i]):
+                    return await self._search_row(contexts[i], w[i], q[i], None)
+
+            return await gather_or_cancel(*(one(i) for i in range(len(contexts))))
+        allowed = await self._allowed_rows(contexts, w)
+        targets = self.condition.rows_to_weights(masked(allowed, w))
         if self.proposal is None:
             draws = await draw_many(targets, rngs)
         else:
-            draws = await draw_many([make(row) for row in np.where(allowed, q, NEG_INF)], rngs, targets=targets)
+            draws = await draw_many(self.condition.rows_to_weights(masked(allowed, q)), rngs, targets=targets)
         return [(d.token, d.logw, d.logp) for d in draws]
 
     async def logw_eos(self, context: list) -> float:
@@ -406,6 +448,13 @@ class AWRS(TokenSampler):
 
     def __repr__(self) -> str:
         return f"AWRS({self.potential!r}, {self.condition!r}, max_accepts={self.max_accepts})"
+
+
+def _fold(block: Any) -> Any:
+    """`fold_nan` of a NumPy block; a tensor block is left as it is, since the draw
+    folds a row holding NaN on the device and the search folds it on the host
+    (`_folded_max`), which saves a pass over every row."""
+    return block if is_tensor(block) else fold_nan(block)
 
 
 __all__ = ["AWRS", "Search"]

@@ -70,7 +70,7 @@ class _Walk:
 
     def __init__(self, sampler: "TrieSetSampler", context: list, lm: LazyWeights):
         self.sampler = sampler
-        self.w = fold_nan(lm.weights)
+        self.w = fold_nan(lm.host())
         self.items = list(b"".join(context))
         self.carried = None if sampler.carrier is None else sampler.carried_nodes(self.items)
         self.rows: dict[int, LazyWeights] = {} if self.carried is None else self.carried.rows
@@ -134,7 +134,7 @@ class TrieSetSampler(SetSampler):
             row = self.carried_nodes(items).row(0)
         else:
             row = await self.item_potential.logw_next(items)
-        return float(lm.weights[-1]) + row[self.item_potential.eos]
+        return lm[lm.decode[-1]] + row[self.item_potential.eos]
 
     async def walk(self, view: _Walk, masses: np.ndarray, skip: set, draw: Any) -> SetSample:
         """Walk from the root; add each non-skipped token ending at a visited node, and
@@ -154,7 +154,7 @@ class TrieSetSampler(SetSampler):
                     logws.append(float(view.w[i]) + log_phi - log_q)
             kid_bytes, kid_nodes = trie.kid_symbols[node], trie.kid_nodes[node]
             row = view.rows[node]
-            scores = log_mass[kid_nodes] + self.byte_logws(row.weights, kid_bytes)
+            scores = log_mass[kid_nodes] + self.byte_logws(row.host(), kid_bytes)
             live = np.flatnonzero(scores > NEG_INF)
             if live.size == 0:
                 break

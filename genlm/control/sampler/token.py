@@ -18,6 +18,7 @@ import numpy as np
 from genlm.control.draw import draw_from, draw_many, using_rng
 from genlm.control.potential._returns import SAMPLER_CHECKS, check_returns
 from genlm.control.potential.base import Potential
+from genlm.control.weights import eos_column
 from genlm.control.window import gather_or_cancel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -160,6 +161,12 @@ class DirectTokenSampler(TokenSampler):
             )
             draws = await draw_many(qs, rngs, targets=rows)
         return [(d.token, d.logw, d.logp) for d in draws]
+
+    async def batch_logw_eos(self, contexts: list[list]) -> list[float]:
+        """The EOS entries of one `batch_logw_next` (one read-back for device rows)."""
+        if type(self).logw_eos is not TokenSampler.logw_eos or not contexts:
+            return await super().batch_logw_eos(contexts)
+        return eos_column(await self.target.batch_logw_next(contexts))
 
     def cleanup(self) -> None:
         self.potential.cleanup()

@@ -117,7 +117,7 @@ async def expected_logws(sampler: Any, context: list) -> dict:
     """The weights a properly weighted sampler must reproduce: its target's
     `logw_next(context)` as dict token → log weight (zero-weight tokens included)."""
     logws = await sampler.target.logw_next(list(context))
-    return {_key(x): float(w) for x, w in zip(logws.decode, logws.weights)}
+    return {_key(x): float(w) for x, w in zip(logws.decode, logws.host())}
 
 
 def assert_weights_match(got: dict, expected: dict, rtol: float = 1e-6, atol: float = 1e-10) -> None:

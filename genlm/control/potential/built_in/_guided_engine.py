@@ -21,6 +21,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from genlm.control._device import is_tensor
 from genlm.control.potential.built_in._guided_regex import ascii_classes
 from genlm.control.weights import NEG_INF
 
@@ -227,8 +228,65 @@ def mask_rows(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray) -> n
     return np.where(allowed.astype(bool), 0.0, NEG_INF)
 
 
+def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, ref: Any = None) -> Any:
+    """Bool blocks over `vocab_eos` (True where `mask_rows` has 0): NumPy on the host,
+    or, when `ref` is a torch tensor, unpacked on `ref`'s device from the packed
+    words (a copy of `n_words` int32 per row goes there, never a row of floats).
+
+    On the device each byte of the masks looks up its 8 bits in a 256-entry table
+    (one `index_select`), which gives the bits in token-id order; the vocabulary's
+    ids are then copied out run by run (a vocabulary is the model's ids minus a few
+    EOS ids, so a handful of contiguous runs), or gathered when they are scattered.
+    """
+    if not is_tensor(ref):
+        bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little")
+        return np.concatenate([bits[:, vocab.vocab_ids].astype(bool), accepting[:, None]], axis=1)
+    import torch
+
+    device = ref.device
+    table, runs, ids = _unpacking(vocab, device)
+    n = len(masks)
+    raw = torch.as_tensor(np.ascontiguousarray(masks).view(np.uint8), device=device)
+    bits = table.index_select(0, raw.reshape(-1).long()).reshape(n, -1)
+    out = torch.empty(n, len(vocab.vocab_ids) + 1, dtype=torch.bool, device=device)
+    if runs is None:
+        out[:, :-1] = bits.index_select(1, ids)
+    else:
+        for start, stop, at in runs:
+            out[:, at : at + stop - start] = bits[:, start:stop]
+    out[:, -1] = torch.as_tensor(accepting, device=device)
+    return out
+
+
+_UNPACKING: dict = {}
+_MAX_RUNS = 16
+
+
+def _unpacking(vocab: EngineVocab, device: Any) -> tuple:
+    """The byte → bits table on `device`, and the vocabulary's ids as contiguous runs
+    `(first id, stop id, position)` (None when there are more than `_MAX_RUNS`, then
+    the ids as a tensor to gather with); cached per vocabulary and device."""
+    import torch
+
+    key = (id(vocab), str(device))
+    got = _UNPACKING.get(key)
+    if got is None or got[0] is not vocab:
+        byte_bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+        table = torch.as_tensor(byte_bits.astype(bool), device=device)
+        ids = np.asarray(vocab.vocab_ids)
+        breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+        starts = np.concatenate([[0], breaks]) if len(ids) else np.array([], dtype=np.int64)
+        stops = np.concatenate([breaks, [len(ids)]]) if len(ids) else np.array([], dtype=np.int64)
+        runs = None
+        if len(starts) <= _MAX_RUNS:
+            runs = [(int(ids[a]), int(ids[a]) + int(b - a), int(a)) for a, b in zip(starts, stops)]
+        got = _UNPACKING[key] = (vocab, table, runs, torch.as_tensor(ids, device=device))
+    return got[1], got[2], got[3]
+
+
 __all__ = [
     "EngineVocab",
+    "mask_allowed",
     "KINDS",
     "compile_grammar",
     "engine_vocab",

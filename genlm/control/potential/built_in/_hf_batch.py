@@ -273,7 +273,7 @@ class CachedTransformer(AsyncTransformer):
 
     @torch.no_grad()
     def evaluate(self, keys: Sequence[tuple], lora_name: str | None = None) -> torch.Tensor:
-        """Next-token log probabilities after each key (float32, on the CPU), from the
+        """Next-token log probabilities after each key (float32, on the model's device), from the
         cache and at most `ceil(groups / batch_size)` forwards."""
         cache = self.prefix_cache(lora_name)
         rows: dict[tuple, torch.Tensor] = {}
@@ -328,7 +328,7 @@ class CachedTransformer(AsyncTransformer):
             j_idx = torch.tensor([j for j, _, _ in picks], device=device)
             p_idx = torch.tensor([p - offset for _, p, _ in picks], device=device)
             logits = out.logits[j_idx, p_idx]
-        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
         row_block = Block(tensor_bytes(logprobs))
         kv_block = Block(tensor_bytes(layers))
         for j, g in enumerate(groups):

@@ -73,6 +73,18 @@ class TokenMaps:
             raise ValueError(f"token {tok!r} is not in the language model's vocabulary")
         return vocab[i].token_id
 
+    def vocab_idxs_on(self, device: torch.device) -> torch.Tensor:
+        """`vocab_idxs` on `device`, copied there once."""
+        key = str(device)
+        got = self._idxs_by_device.get(key)
+        if got is None:
+            got = self._idxs_by_device[key] = self.vocab_idxs.to(device)
+        return got
+
+    @cached_property
+    def _idxs_by_device(self) -> dict:
+        return {}
+
     @cached_property
     def eos_id_set(self) -> frozenset:
         return frozenset(self.eos_idxs)
@@ -142,12 +154,17 @@ def temper(logprobs: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.log_softmax(x / temperature, dim=-1)
 
 
-def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps) -> np.ndarray:
+def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = False) -> Any:
     """Rows over `vocab_eos` from a block of next-token log probabilities.
 
     `row[x] = logprobs[id(x)]` and `row[EOS] = logsumexp(logprobs[eos_idxs])`; one
-    gather and one host transfer for the whole block.
+    gather for the whole block. With `on_device` the block stays a tensor on the
+    log probabilities' device (float32, float64 stays float64; half precision is
+    upcast before the EOS sum); otherwise it is one float64 NumPy block (one host
+    transfer).
     """
+    if on_device:
+        return _device_rows(logprobs, maps)
     if len(maps.eos_idxs) == 1:
         eos = logprobs[:, maps.eos_idxs[0]]
     else:
@@ -156,13 +173,44 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps) -> np.ndarray:
     if span is not None:
         vocab = logprobs[:, span[0] : span[1]]
     else:
-        vocab = logprobs.index_select(1, maps.vocab_idxs.to(logprobs.device))
+        vocab = logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device))
     if logprobs.device.type != "cpu":
         vocab, eos = vocab.cpu(), eos.cpu()
     block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=torch.float64)
     block[:, :-1].copy_(vocab)
     block[:, -1].copy_(eos)
     return block.numpy()
+
+
+def _device_rows(logprobs: torch.Tensor, maps: TokenMaps) -> torch.Tensor:
+    if logprobs.dtype not in (torch.float32, torch.float64):
+        logprobs = logprobs.float()
+    span = maps.vocab_span
+    n, width = len(logprobs), len(maps.vocab_idxs)
+    block = torch.empty(n, width + 1, dtype=logprobs.dtype, device=logprobs.device)
+    if span is not None:
+        block[:, :-1].copy_(logprobs[:, span[0] : span[1]])
+    else:
+        block[:, :-1] = logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device))
+    if len(maps.eos_idxs) == 1:
+        block[:, -1].copy_(logprobs[:, maps.eos_idxs[0]])
+    else:
+        block[:, -1].copy_(torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1))
+    return block
+
+
+ROWS = ("auto", "device", "host")
+
+
+def check_rows(rows: Any) -> str:
+    """`rows` checked to be one of `ROWS`.
+
+    Raises:
+        ValueError: any other value.
+    """
+    if not isinstance(rows, str) or rows not in ROWS:
+        raise ValueError(f"rows must be one of {ROWS}, got {rows!r}")
+    return rows
 
 
 def check_temperature(temperature: Any) -> float:
@@ -238,4 +286,4 @@ def check_text(text: Any, what: str = "prompt") -> str:
     return text
 
 
-__all__ = ["TokenMaps", "check_prompt_ids", "check_text", "build_token_maps", "temper", "next_token_rows", "check_temperature"]
+__all__ = ["ROWS", "check_rows", "TokenMaps", "check_prompt_ids", "check_text", "build_token_maps", "temper", "next_token_rows", "check_temperature"]

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control.potential.base import Potential
-from genlm.control.weights import NEG_INF, LazyWeights, logsumexp
+from genlm.control.weights import NEG_INF, LazyWeights, host_rows, logsumexp
 from genlm.control.window import gather_or_cancel
 
 NAMED_EXPONENTS = {
@@ -276,7 +276,7 @@ class Ensemble(Potential):
 
 
 def _stack(rows: Sequence[LazyWeights]) -> np.ndarray:
-    return np.stack([np.asarray(w.weights, dtype=np.float64) for w in rows])
+    return np.stack(host_rows(rows))
 
 
 __all__ = ["Ensemble", "power_mean", "op_exponent", "normalize_rows", "NAMED_EXPONENTS", "OPS"]

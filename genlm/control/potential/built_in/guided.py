@@ -18,6 +18,7 @@ from genlm.control.potential.built_in._guided_engine import (
     compile_grammar,
     engine_vocab,
     fill_masks,
+    mask_allowed,
     mask_rows,
     new_matcher,
 )
@@ -196,19 +197,33 @@ class GuidedConstraint(CachedRecognizer):
 
     # Masks --------------------------------------------------------------------
 
-    def rows(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
-        """`logw_next` rows of the contexts: one engine mask per distinct state.
-
-        Raises:
-            ValueError: a context with weight zero.
-        """
+    def _packed(self, contexts: Sequence[Sequence[Any]]) -> tuple:
+        """Packed masks and accepting flags of the distinct states, and each context's slot."""
         states = self._live(contexts)
         slot: dict[int, int] = {}
         inverse = np.array([slot.setdefault(id(s), len(slot)) for s in states], dtype=np.intp)
         distinct = list({id(s): s for s in states}.values())
         masks = fill_masks(self.engine, distinct)
         accepting = np.array([s.is_accepting() for s in distinct], dtype=bool)
-        return mask_rows(self.engine, masks, accepting)[inverse]
+        return masks[inverse], accepting[inverse]
+
+    def rows(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
+        """`logw_next` rows of the contexts: one engine mask per distinct state.
+
+        Raises:
+            ValueError: a context with weight zero.
+        """
+        return mask_rows(self.engine, *self._packed(contexts))
+
+    async def batch_allowed(self, contexts: Sequence[Sequence[Any]], like: Any = None) -> Any:
+        """Where each context's `logw_next` row is 0, as a bool block over `vocab_eos`:
+        on the device of `like` when it is a torch tensor (the packed masks are
+        unpacked there), else a NumPy block.
+
+        Raises:
+            ValueError: a context with weight zero.
+        """
+        return mask_allowed(self.engine, *self._packed(contexts), like)
 
     async def logw_next(self, context: Sequence[Any]) -> LazyWeights:
         """0 for every token in the engine's mask, and for EOS where the matcher accepts."""
@@ -282,6 +297,10 @@ class GuidedCoerced(Coerced):
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         return await self.guided.batch_logw_next(contexts)
+
+    async def batch_allowed(self, contexts, like: Any = None) -> Any:
+        """`GuidedConstraint.batch_allowed` of the engine behind this coercion."""
+        return await self.guided.batch_allowed(contexts, like)
 
     def matcher(self, context: Sequence[Any]) -> Any | None:
         """The engine's matcher after `context` (see `GuidedConstraint.matcher`)."""

@@ -11,6 +11,7 @@ import torch
 from genlm.backend.llm import AsyncLM
 from genlm.backend.tokenization.token import Token
 
+from genlm.control._device import to_host
 from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._llm_loading import (
     BACKENDS,
@@ -24,6 +25,7 @@ from genlm.control.potential.built_in._token_maps import (
     TokenMaps,
     build_token_maps,
     check_prompt_ids,
+    check_rows,
     check_temperature,
     check_text,
     next_token_rows,
@@ -58,6 +60,11 @@ class PromptedLLM(Potential):
             decoding with finite weights (see `_token_maps.temper`).
         lora_name: the LoRA adapter to query, per request (backends that support LoRA).
         token_maps: `TokenMaps` to share (from a `PromptedLLM` over the same model and EOS).
+        rows: where `logw_next` rows live. `"auto"` (default): torch tensors on the
+            model's device when that is an accelerator (float32, EOS folded in on
+            the device; products, masks and draws stay there), float64 NumPy
+            arrays on the host when the model runs on the CPU. `"device"`: tensors
+            on the model's device, the CPU included. `"host"`: NumPy always.
         eos_tokens: deprecated alias of `eos_byte_strings`.
     """
 
@@ -71,6 +78,7 @@ class PromptedLLM(Potential):
         lora_name: str | None = None,
         token_maps: TokenMaps | None = None,
         eos_tokens: Sequence[bytes] | None = None,
+        rows: str = "auto",
     ):
         if not isinstance(llm, AsyncLM):
             raise TypeError(f"llm must be a genlm-backend AsyncLM, got {type(llm).__name__}")
@@ -85,6 +93,7 @@ class PromptedLLM(Potential):
         elif eos_byte_strings is not None:
             raise ValueError("give eos_byte_strings or token_maps, not both")
         self.token_maps = token_maps
+        self.rows = check_rows(rows)
         super().__init__(tables=token_maps.tables)
         self.prompt_ids = [] if prompt_ids is None else prompt_ids
 
@@ -99,6 +108,7 @@ class PromptedLLM(Potential):
         *,
         lora_name: str | None = None,
         eos_tokens: Sequence[bytes] | None = None,
+        rows: str = "auto",
         **kwargs,
     ) -> "PromptedLLM":
         """Load a model by name or path and wrap it.
@@ -108,6 +118,7 @@ class PromptedLLM(Potential):
                 (`genlm.control.embedded.EMBEDDED_MODEL`).
             backend: "hf", "vllm" or "mock"; default "vllm" where CUDA and vllm are
                 available, else "hf".
+            rows: where rows live (`"auto"`, `"device"`, `"host"`; see the class).
             **kwargs: passed to the backend's `from_name` (e.g. `hf_opts`, `cache_bytes`,
                 vLLM's `engine_opts`); `llm_opts={...}` is accepted and merged, as
                 genlm-backend's `load_model_by_name` spells it.
@@ -122,8 +133,9 @@ class PromptedLLM(Potential):
         """
         eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens, stacklevel=3)
         check_temperature(temperature)
+        check_rows(rows)
         model = load_model(name, backend, **kwargs)
-        return cls(model, prompt_ids, eos_byte_strings, temperature, lora_name=lora_name)
+        return cls(model, prompt_ids, eos_byte_strings, temperature, lora_name=lora_name, rows=rows)
 
     # Settings ---------------------------------------------------------------
 
@@ -236,8 +248,12 @@ class PromptedLLM(Potential):
         maps, start = self.token_maps, self._start
         keys = [start + tuple(maps.context_ids(c)) for c in contexts]
         uniq, inverse = _unique(keys)
-        rows = next_token_rows(await self._logprobs(uniq), maps)
-        return self.rows_to_weights(rows if len(uniq) == len(keys) else rows[inverse])
+        logprobs = await self._logprobs(uniq)
+        on_device = self.rows == "device" or (self.rows == "auto" and logprobs.device.type != "cpu")
+        rows = next_token_rows(logprobs, maps, on_device)
+        if len(uniq) != len(keys):
+            rows = rows[torch.as_tensor(inverse, device=rows.device) if on_device else inverse]
+        return self.rows_to_weights(rows)
 
     async def logw_next(self, context: list) -> LazyWeights:
         return (await self.batch_logw_next([context]))[0]
@@ -261,9 +277,10 @@ class PromptedLLM(Potential):
         lp = await self._logprobs(list(rows))
         eos = torch.logsumexp(lp[:, list(self.token_maps.eos_idxs)], dim=-1, keepdim=True)
         lp = torch.cat([lp, eos], dim=1)  # column -1 is EOS
-        owner, r, col = torch.tensor(picks, dtype=torch.long, device=lp.device).T
-        picked = lp[r, col].to("cpu", torch.float64).numpy()
-        total += np.bincount(owner.cpu().numpy(), picked, minlength=len(contexts))
+        owner = np.array([k for k, _, _ in picks])
+        _, r, col = torch.tensor(picks, dtype=torch.long, device=lp.device).T
+        picked = to_host(lp[r, col])
+        total += np.bincount(owner, picked, minlength=len(contexts))
         return total
 
     async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
@@ -318,6 +335,7 @@ class PromptedLLM(Potential):
             temperature=self._temperature if temperature is None else temperature,
             lora_name=self.lora_name if lora_name is _INHERIT else lora_name,
             token_maps=maps,
+            rows=self.rows,
         )
 
     def spawn_new_eos(self, eos_byte_strings: Sequence[bytes]) -> "PromptedLLM":

@@ -1,0 +1,160 @@
+"""Framework cost per SMC step over synthetic torch rows, against a bare torch draw.
+
+A potential over `V` tokens whose `batch_logw_next` returns fixed float32 torch rows
+(the rows a model on a device hands over, with the model's cost taken out) is
+sampled by SMC with `N` particles for `STEPS` steps, with the direct sampler and with
+AWRS under an engine-like condition (packed bit masks, as llguidance produces, with
+no grammar cost). The reference, timed in the same run on the same rows, is the
+bare stacked torch draw: `max`, `exp`, `cumsum` and `searchsorted` of one uniform
+per row, i.e. what any sampler must do per step. The ratio is the framework's cost
+(SMC bookkeeping, products, masks, the draw, the read-back) over that floor.
+
+Usage (one torch thread, as in docs/performance.md):
+
+    OMP_NUM_THREADS=1 python benchmarks/device_rows.py [--vocab 4096 32768 131072 262144]
+
+It runs against whatever `genlm.control` is importable, so the same command on an
+older checkout (`PYTHONPATH=that/checkout`) gives the "before" column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from genlm.control import AWRS, Potential, direct_token_sampler
+
+N = 16
+STEPS = 32
+REPEATS = 5
+
+
+class FixedRows(Potential):
+    """Fixed torch rows over `V` tokens (EOS kept small so no particle stops)."""
+
+    def __init__(self, vocab: int, n: int, seed: int = 0):
+        super().__init__(list(range(vocab)))
+        gen = torch.Generator().manual_seed(seed)
+        row = torch.log_softmax(torch.randn(vocab + 1, generator=gen) * 2, dim=0)
+        row[-1] = -30.0
+        self.block = row.repeat(n, 1).contiguous()
+
+    async def prefix(self, context):
+        return 0.0
+
+    async def complete(self, context):
+        return 0.0
+
+    async def logw_next(self, context):
+        return self.make_lazy_weights(self.block[0])
+
+    async def batch_logw_next(self, contexts):
+        n = len(contexts)
+        block = self.block if n == len(self.block) else self.block[:1].repeat(n, 1)
+        return self.rows_to_weights(block)
+
+
+class PackedMask(Potential):
+    """A Boolean condition with an engine's interface: every other token allowed,
+    held as packed 32-bit words (llguidance's layout), no grammar work. Older
+    versions of the library, which lack `batch_allowed`, read its float rows."""
+
+    cheap_logw_next = True
+
+    def __init__(self, vocab: int):
+        super().__init__(list(range(vocab)))
+        ids = np.arange(vocab)
+        bits = np.zeros(((vocab + 31) // 32) * 32, dtype=np.uint8)
+        bits[ids[ids % 2 == 0]] = 1
+        self.words = np.packbits(bits, bitorder="little").view(np.int32)
+        self.ids = ids
+        self.engine = None
+        self.row = np.where(np.append(ids % 2 == 0, True), 0.0, -math.inf)
+
+    async def prefix(self, context):
+        return 0.0 if all(x % 2 == 0 for x in context) else -math.inf
+
+    async def complete(self, context):
+        return await self.prefix(context)
+
+    async def batch_logw_next(self, contexts):
+        return self.rows_to_weights(np.tile(self.row, (len(contexts), 1)))
+
+    async def logw_next(self, context):
+        return self.make_lazy_weights(self.row)
+
+    async def batch_allowed(self, contexts, like=None):
+        """The engine's unpacking (`mask_allowed`), on `like`'s device."""
+        from genlm.control.potential.built_in._guided_engine import EngineVocab, mask_allowed
+
+        if self.engine is None:
+            self.engine = EngineVocab(None, self.ids, (), len(self.words))
+        n = len(contexts)
+        return mask_allowed(self.engine, np.tile(self.words, (n, 1)), np.ones(n, dtype=bool), like)
+
+
+def bare_draw(block: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    peak = block.amax(dim=1, keepdim=True)
+    cdf = (block - peak).exp().cumsum(dim=1)
+    u = torch.rand(block.shape[0], 1, generator=gen) * cdf[:, -1:]
+    idx = torch.searchsorted(cdf, u, right=True).clamp_(max=block.shape[1] - 1)
+    return idx.tolist()
+
+
+def time_bare(block: torch.Tensor) -> float:
+    gen = torch.Generator().manual_seed(0)
+    bare_draw(block, gen)
+    best = math.inf
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        for _ in range(STEPS):
+            bare_draw(block, gen)
+        best = min(best, (time.perf_counter() - t0) / STEPS)
+    return best
+
+
+def time_smc(sampler) -> float:
+    asyncio.run(sampler.smc(n_particles=N, ess_threshold=0.0, max_tokens=4, seed=0))
+    best = math.inf
+    for r in range(REPEATS):
+        t0 = time.perf_counter()
+        asyncio.run(sampler.smc(n_particles=N, ess_threshold=0.0, max_tokens=STEPS, seed=r))
+        best = min(best, (time.perf_counter() - t0) / STEPS)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vocab", type=int, nargs="+", default=[4096, 32768, 131072, 262144])
+    ap.add_argument("--json", help="also write the numbers to this file")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    print(f"N = {N}, {STEPS} steps, best of {REPEATS}, torch threads = {torch.get_num_threads()}")
+    print("| V | bare draw (ms) | direct (ms) | direct / bare | AWRS (ms) | AWRS / bare |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for v in args.vocab:
+        pot = FixedRows(v, N)
+        bare = time_bare(pot.block)
+        direct = time_smc(direct_token_sampler(pot))
+        awrs = time_smc(AWRS(pot, PackedMask(v)))
+        rows.append({"vocab": v, "bare_ms": bare * 1e3, "direct_ms": direct * 1e3, "awrs_ms": awrs * 1e3})
+        print(
+            f"| {v} | {bare * 1e3:.2f} | {direct * 1e3:.2f} | {direct / bare:.2f}× "
+            f"| {awrs * 1e3:.2f} | {awrs / bare:.2f}× |"
+        )
+    print("median direct/bare:", round(statistics.median(r["direct_ms"] / r["bare_ms"] for r in rows), 2))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

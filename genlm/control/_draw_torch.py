@@ -1,0 +1,157 @@
+"""Categorical draws from rows held as torch tensors, on the rows' device.
+
+`sample_tensor_rows` draws one index from each row of a `(n, V)` block of log
+weights and reads back, in one transfer, everything the caller needs: the index,
+`log Σw`, the row's value at the index (for `logp`) and the target's value there
+(for an importance weight). Nothing else leaves the device.
+
+Inverse CDF (the default method) is the row's `max`, `exp`, `cumsum` and a
+`searchsorted` of one uniform per row, the uniform drawn from the row's NumPy
+Generator as on the NumPy path, so a seeded run consumes the same randomness on
+both paths. The two paths give the same index except where the single-precision
+CDF puts a boundary on the other side of the uniform than the double-precision one
+does (an event of probability about `2⁻²⁴` per draw).
+
+A zero-mass entry is never drawn from a row with mass: the uniform's target is
+kept strictly below the row's total, the search returns the first entry whose
+cumulative sum exceeds it, and an entry whose own mass is zero is then read back
+and moved to the nearest earlier entry with mass (a scan's rounding can make a
+cumulative sum step at a zero entry; this costs a second read-back only then).
+
+`gumbel_max` and `multinomial` draw with a torch Generator on the device, seeded
+per row by one 63-bit integer from the row's NumPy Generator: reproducible under a
+seed, but not the same draws as the NumPy path's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from genlm.control._device import read_back, to_host
+
+
+def tensor_block(rows: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The rows as one `(n, V)` tensor: a view when they are consecutive rows of one
+    block (as `Potential.rows_to_weights` makes them), else a stacked copy."""
+    first = rows[0]
+    base = first._base
+    if (
+        base is not None
+        and base.dim() == 2
+        and base.is_contiguous()
+        and base.shape[1] == first.shape[0]
+        and all(r._base is base and r.is_contiguous() for r in rows)
+    ):
+        size = first.shape[0]
+        start, step = first.data_ptr(), size * first.element_size()
+        offset = (start - base.data_ptr()) // step
+        if all(r.data_ptr() == start + i * step for i, r in enumerate(rows)) and offset + len(rows) <= base.shape[0]:
+            return base[offset : offset + len(rows)]
+    return torch.stack(list(rows))
+
+
+def _generators(rngs: Sequence[np.random.Generator], device: torch.device) -> list[torch.Generator]:
+    out = []
+    for rng in rngs:
+        g = torch.Generator(device=device)
+        g.manual_seed(int(rng.integers(2**63 - 1)))
+        out.append(g)
+    return out
+
+
+def _indices(rows: torch.Tensor, probs: torch.Tensor, rngs: Sequence, method: str) -> tuple:
+    """Drawn indices (on the device) and the row totals `Σ exp(row - peak)`."""
+    n, v = rows.shape
+    if method == "inverse_cdf":
+        cdf = probs.cumsum(dim=1)
+        total = cdf[:, -1]
+        u = np.fromiter((r.random() for r in rngs), np.float64, n)
+        goal = torch.as_tensor(u, device=rows.device).mul_(total).to(cdf.dtype)
+        # a goal that rounds up to the total lands on the last entry, which the
+        # zero-mass check below moves when it has no mass
+        idx = torch.searchsorted(cdf, goal[:, None], right=True)[:, 0]
+        return idx.clamp_(max=v - 1), total
+    total = probs.sum(dim=1)
+    gens = _generators(rngs, rows.device)
+    if method == "gumbel_max":
+        race = torch.empty_like(probs)
+        for g, out in zip(gens, race):
+            out.exponential_(generator=g)
+        race.clamp_(min=torch.finfo(race.dtype).tiny)
+        return torch.argmax(probs / race, dim=1), total
+    # a row without mass draws index 0 (its result is EOS, from log_z = -inf)
+    safe = probs.clone()
+    safe[:, 0] += (total <= 0).to(safe.dtype)
+    picks = [torch.multinomial(p, 1, generator=g)[0] for p, g in zip(safe, gens)]
+    return torch.stack(picks), total
+
+
+def sample_tensor_rows(
+    rows: torch.Tensor, rngs: Sequence[np.random.Generator], method: str, targets: torch.Tensor | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One draw per row of `rows` (log weights), read back in one transfer.
+
+    Returns host arrays `(index, log_z, value, target_value)`: the drawn index, the
+    row's `log Σ exp`, `rows[index]` and `targets[index]` (`rows[index]` without
+    targets). A row holding NaN is folded (NaN → -inf) and drawn again.
+
+    Raises:
+        ValueError: a row holding `+inf`.
+    """
+    out = _draw(rows, rngs, method, targets)
+    peak = out[4]
+    if np.isposinf(peak).any():
+        raise ValueError(
+            "a log weight is +inf: a potential returned an infinite weight, which no normalized target can have"
+        )
+    nan_rows = np.flatnonzero(np.isnan(peak))
+    if len(nan_rows):
+        sel = torch.as_tensor(nan_rows, device=rows.device)
+        fixed = torch.nan_to_num(rows.index_select(0, sel), nan=float("-inf"))
+        sub_t = None if targets is None else targets.index_select(0, sel)
+        redo = _draw(fixed, [rngs[i] for i in nan_rows], method, sub_t)
+        for k in range(4):
+            out[k][nan_rows] = redo[k]
+    return out[0].astype(np.int64), out[1], out[2], out[3]
+
+
+def _draw(rows: torch.Tensor, rngs: Sequence, method: str, targets: torch.Tensor | None) -> list[np.ndarray]:
+    peak = rows.amax(dim=1)
+    shift = peak.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    probs = (rows - shift[:, None]).exp_()
+    idx, total = _indices(rows, probs, rngs, method)
+    at = idx[:, None]
+    picked = rows.gather(1, at)[:, 0]
+    mass = probs.gather(1, at)[:, 0]
+    tval = picked if targets is None else targets.gather(1, at)[:, 0].to(rows.dtype)
+    log_z = total.log().add_(shift)
+    # a row without mass reads as "no zero-mass pick" through its total
+    zero = torch.where(total > 0, mass, 1.0)
+    # float32 holds every index below 2**24, more than any vocabulary
+    back = read_back(torch.stack([idx.to(rows.dtype), log_z, picked, tval, peak, zero]))
+    back = back.numpy().astype(np.float64)
+    out = [back[k] for k in range(6)]
+    out[5] = (out[5] <= 0).astype(np.float64)
+    for r in np.flatnonzero(out[5] > 0):  # a scan rounded onto a zero-mass entry
+        mass_row = to_host(probs[r])
+        i = int(out[0][r])
+        live = np.flatnonzero(mass_row > 0)
+        earlier = live[live <= i]
+        j = int(earlier[-1] if earlier.size else live[0])
+        out[0][r] = j
+        out[2][r] = float(to_host(rows[r, j : j + 1])[0])
+        out[3][r] = out[2][r] if targets is None else float(to_host(targets[r, j : j + 1])[0])
+    return out[:5]
+
+
+def stacked(rows: Sequence[Any]) -> torch.Tensor:
+    """`tensor_block` of the rows, each folded onto the first one's device and dtype."""
+    first = rows[0]
+    same = [r if (r.device == first.device and r.dtype == first.dtype) else r.to(first.device, first.dtype) for r in rows]
+    return tensor_block(same)
+
+
+__all__ = ["sample_tensor_rows", "tensor_block", "stacked"]

@@ -1,0 +1,216 @@
+"""Rows held as torch tensors: arithmetic stays on the tensor, draws are exact and
+read back once per group, and mixing with NumPy rows moves the NumPy side.
+
+On a CPU the tensors live on the CPU; the code paths are the ones a GPU takes
+(`genlm.control._device` counts every read-back, the quantity that costs a host-device
+synchronisation on a GPU).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from genlm.control import AWRS, Potential, direct_token_sampler
+from genlm.control.draw import counting_readbacks, draw_many, set_draw_method
+from genlm.control.potential.reweight import Normalized
+from genlm.control.weights import LazyWeights
+
+V = 9  # 8 tokens and EOS
+
+
+def weights(row, **kw) -> LazyWeights:
+    decode = list(range(len(row) - 1)) + ["EOS"]
+    return LazyWeights(row, {t: i for i, t in enumerate(decode)}, decode, **kw)
+
+
+def test_half_precision_rows_are_upcast_once_and_stay_tensors():
+    w = weights(torch.zeros(V, dtype=torch.float16))
+    assert isinstance(w.weights, torch.Tensor) and w.weights.dtype == torch.float32
+    w64 = weights(torch.zeros(V, dtype=torch.float64))
+    assert w64.weights.dtype == torch.float64
+
+
+def test_tensor_arithmetic_matches_numpy():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=V), rng.normal(size=V)
+    a[2] = -np.inf
+    ta, tb = weights(torch.tensor(a, dtype=torch.float64)), weights(torch.tensor(b, dtype=torch.float64))
+    na, nb = weights(a), weights(b)
+    for got, want in [
+        (ta * tb, na * nb),
+        (ta + tb, na + nb),
+        (ta.normalize(), na.normalize()),
+        (ta.exp().log(), na.exp().log()),
+        (ta * nb, na * nb),  # mixed: the NumPy side moves to the tensor
+        (na * tb, na * nb),
+    ]:
+        assert isinstance(got.weights, torch.Tensor)
+        np.testing.assert_allclose(got.host(), want.weights)
+    assert ta.sum() == pytest.approx(na.sum())
+    assert ta.argmax() == na.argmax()
+    assert ta.materialize(top=3) == pytest.approx(na.materialize(top=3))
+    assert ta[3] == pytest.approx(na[3]) and ta[2] == -math.inf
+    assert list(ta.items())[4][1] == pytest.approx(a[4])
+
+
+def test_tensor_draws_follow_the_row():
+    """χ² over 4000 draws per method: the empirical law is the row's."""
+    p = np.array([0.05, 0.3, 0.0, 0.15, 0.2, 0.0, 0.1, 0.15, 0.05])
+    with np.errstate(divide="ignore"):
+        row = torch.tensor(np.log(p), dtype=torch.float32)
+    for method in ("inverse_cdf", "gumbel_max", "multinomial"):
+        set_draw_method(method)
+        try:
+            rngs = [np.random.default_rng(k) for k in range(40)]
+            rows = [weights(r) for r in row.repeat(40, 1)]
+            counts = np.zeros(V)
+            for _ in range(100):
+                for d in asyncio.run(draw_many(rows, rngs)):
+                    counts[rows[0].index(d.token)] += 1
+                    assert d.logp == pytest.approx(math.log(p[rows[0].index(d.token)]), abs=1e-6)
+        finally:
+            set_draw_method("inverse_cdf")
+        assert counts[2] == counts[5] == 0
+        live = p > 0
+        expected = p[live] * counts.sum()
+        chi2 = float((((counts[live] - expected) ** 2) / expected).sum())
+        assert chi2 < 30, (method, chi2)  # 6 degrees of freedom: P(χ² > 30) ≈ 4e-5
+
+
+def test_no_zero_mass_entry_is_drawn_from_float32_rows():
+    """Rows of 4096 entries where most entries are zero and the live ones tiny beside
+    one large entry: float32 cumulative sums have flat steps at zero entries; the
+    draw never lands on one."""
+    rng = np.random.default_rng(1)
+    block = np.full((64, 4097), -np.inf)
+    for r in block:
+        live = rng.choice(4096, size=40, replace=False)
+        r[live] = rng.uniform(-30, -10, size=40)
+        r[live[0]] = 0.0
+    rows = [weights(torch.tensor(r, dtype=torch.float32)) for r in block]
+    rngs = [np.random.default_rng(k) for k in range(64)]
+    for _ in range(50):
+        for row, d in zip(rows, asyncio.run(draw_many(rows, rngs))):
+            assert row[d.token] > -math.inf
+
+
+def test_nan_entries_are_zero_and_posinf_is_an_error():
+    row = torch.tensor([float("nan"), 0.0, float("nan")] + [-math.inf] * (V - 3))
+    for d in asyncio.run(draw_many([weights(row)] * 20, [np.random.default_rng(k) for k in range(20)])):
+        assert d.token == 1 and d.logp == 0.0
+    bad = torch.tensor([0.0, float("inf")] + [0.0] * (V - 2))
+    with pytest.raises(ValueError, match=r"\+inf"):
+        asyncio.run(draw_many([weights(bad)], [np.random.default_rng(0)]))
+
+
+def test_empty_tensor_row_draws_eos():
+    d = asyncio.run(draw_many([weights(torch.full((V,), -math.inf))], [np.random.default_rng(0)]))[0]
+    assert d.token == "EOS" and d.logw == -math.inf
+
+
+def test_importance_draw_weighs_under_a_tensor_or_numpy_target():
+    q = torch.log(torch.tensor([0.5, 0.5] + [0.0] * (V - 2)))
+    with np.errstate(divide="ignore"):
+        t = np.log(np.array([0.2, 0.6] + [0.0] * (V - 2)))
+    rng = [np.random.default_rng(3)]
+    for target in (weights(t), weights(torch.tensor(t))):
+        d = asyncio.run(draw_many([weights(q)], rng, targets=[target]))[0]
+        assert d.logw == pytest.approx(t[d.token] - math.log(0.5), abs=1e-6)
+
+
+class Fixed(Potential):
+    """A potential over `n` tokens whose rows are one fixed torch block (the rows a
+    user's model might return), or NumPy when `tensor=False`."""
+
+    def __init__(self, n: int, tensor: bool = True, seed: int = 0):
+        super().__init__(list(range(n)))
+        rng = np.random.default_rng(seed)
+        row = rng.normal(size=n + 1)
+        self.row = torch.tensor(row, dtype=torch.float32) if tensor else row
+
+    async def prefix(self, context):
+        return 0.0
+
+    async def complete(self, context):
+        return 0.0
+
+    async def logw_next(self, context):
+        return self.make_lazy_weights(self.row)
+
+    async def batch_logw_next(self, contexts):
+        if isinstance(self.row, torch.Tensor):
+            return self.rows_to_weights(self.row.repeat(len(contexts), 1))
+        return self.rows_to_weights(np.tile(self.row, (len(contexts), 1)))
+
+
+class EvenOnly(Potential):
+    """A Boolean condition: even tokens (and EOS) allowed; no cheap rows."""
+
+    def __init__(self, n: int):
+        super().__init__(list(range(n)))
+
+    async def prefix(self, context):
+        return 0.0 if all(x % 2 == 0 for x in context) else -math.inf
+
+    async def complete(self, context):
+        return await self.prefix(context)
+
+
+@pytest.mark.parametrize("n_particles", [1, 8, 64])
+@pytest.mark.parametrize("vocab", [16, 4096])
+def test_direct_step_reads_back_once(n_particles, vocab):
+    """One `batch_sample` of the direct sampler (the SMC step) makes exactly one
+    read-back, whatever the number of particles and the vocabulary size."""
+    sampler = direct_token_sampler(Fixed(vocab))
+    contexts = [[] for _ in range(n_particles)]
+    rngs = [np.random.default_rng(k) for k in range(n_particles)]
+    with counting_readbacks() as n:
+        out = asyncio.run(sampler.batch_sample(contexts, rngs))
+    assert n.value == 1 and len(out) == n_particles
+
+
+@pytest.mark.parametrize("n_particles", [1, 8, 64])
+def test_awrs_search_step_reads_back_once(n_particles):
+    """AWRS with a condition that has no cheap rows: the step's rows come back to the
+    host in one read-back for all particles; the searches then run on the host."""
+    sampler = AWRS(Fixed(64), EvenOnly(64))
+    assert not sampler.exact
+    contexts = [[] for _ in range(n_particles)]
+    rngs = [np.random.default_rng(k) for k in range(n_particles)]
+    with counting_readbacks() as n:
+        out = asyncio.run(sampler.batch_sample(contexts, rngs))
+    assert n.value == 1
+    eos = sampler.condition.eos
+    assert all(tok == eos or tok % 2 == 0 for tok, _, _ in out)
+
+
+def test_tensor_and_numpy_rows_give_the_same_direct_draws():
+    """A seeded step draws the same tokens from tensor and NumPy copies of the rows."""
+    for seed in range(3):
+        rngs = [np.random.default_rng(seed * 100 + k) for k in range(16)]
+        rngs2 = [np.random.default_rng(seed * 100 + k) for k in range(16)]
+        a = asyncio.run(direct_token_sampler(Fixed(300, tensor=True)).batch_sample([[]] * 16, rngs))
+        b = asyncio.run(direct_token_sampler(Fixed(300, tensor=False)).batch_sample([[]] * 16, rngs2))
+        assert [x[0] for x in a] == [x[0] for x in b]
+        np.testing.assert_allclose([x[1] for x in a], [x[1] for x in b], rtol=1e-5)
+
+
+def test_normalized_and_tempered_tensor_rows():
+    p = Fixed(50)
+    w = asyncio.run(Normalized(p).logw_next([]))
+    assert isinstance(w.weights, torch.Tensor)
+    assert w.sum() == pytest.approx(0.0, abs=1e-5)
+    t = asyncio.run((p**2).batch_logw_next([[], []]))
+    np.testing.assert_allclose(t[1].host(), 2 * p.row.double().numpy(), rtol=1e-6)
+
+
+def test_product_of_tensor_and_numpy_rows_is_a_tensor():
+    a, b = Fixed(40, tensor=True, seed=1), Fixed(40, tensor=False, seed=2)
+    rows = asyncio.run((a * b).batch_logw_next([[], []]))
+    assert isinstance(rows[0].weights, torch.Tensor)
+    np.testing.assert_allclose(rows[0].host(), a.row.double().numpy() + b.row, rtol=1e-6)
