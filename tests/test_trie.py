@@ -124,7 +124,8 @@ def test_awalk_equals_walk_and_within_limits_it_to_the_chosen_paths(vocab, seed,
     keep = np.zeros(trie.n_nodes, dtype=bool)
     keep[within] = True
     assert keep.tolist() == [
-        any(trie.path(n) == list(vocab[i][: len(trie.path(n))]) for i in chosen) for n in range(trie.n_nodes)
+        n == 0 or any(trie.path(n) == list(vocab[i][: len(trie.path(n))]) for i in chosen)
+        for n in range(trie.n_nodes)
     ]
     assert [lv.tolist() for lv in trie.sublevels(within)] == [
         lv.tolist() for lv in (np.sort(lv[keep[lv]]) for lv in trie.levels) if lv.size

@@ -82,23 +82,26 @@ class SymbolTrie:
     # The walk -------------------------------------------------------------------
 
     def frontier(self, values: Any, live: Live, within: np.ndarray | None = None) -> Iterator[tuple]:
-        """Per depth, `(nodes, parents)`: the nodes (among `within`, node ids closed under
-        parents such as `ancestors` gives, when given) whose parents have
-        `live(values[parents])`. Reads `values` as the caller fills it, so a level sees
-        the one before; stops at the first depth with no such node."""
-        for level in self.levels if within is None else self.sublevels(within):
-            parents = self.parent[level]
-            ok = live(values[parents])
-            if not ok.any():
+        """Per depth, `(nodes, parents, values[parents])`: the nodes (among `within`, node
+        ids closed under parents such as `ancestors` gives, when given) whose parents
+        have `live(values[parents])`. Reads `values` as the caller fills it, so a level
+        sees the one before; stops at the first depth with no such node."""
+        for level, parents in self._level_pairs if within is None else self._sublevel_pairs(within):
+            at_parents = values[parents]
+            ok = live(at_parents)
+            if ok.all():
+                yield level, parents, at_parents
+            elif ok.any():
+                yield level[ok], parents[ok], at_parents[ok]
+            else:
                 return
-            yield level[ok], parents[ok]
 
     def walk(self, values: Any, step: Step, live: Live, within: np.ndarray | None = None) -> Any:
         """Fill `values` (indexed by node; the caller sets the root's) level by level:
         `values[n] = step(values[p], p, n)` for the nodes `n` below live parents `p`
         (see `frontier`); other nodes keep what `values` held. Returns `values`."""
-        for nodes, parents in self.frontier(values, live, within):
-            values[nodes] = step(values[parents], parents, nodes)
+        for nodes, parents, at_parents in self.frontier(values, live, within):
+            values[nodes] = step(at_parents, parents, nodes)
         return values
 
     async def awalk(
@@ -106,29 +109,46 @@ class SymbolTrie:
         within: np.ndarray | None = None,
     ) -> Any:
         """`walk` with an async `step`, awaited once per level."""
-        for nodes, parents in self.frontier(values, live, within):
-            values[nodes] = await step(values[parents], parents, nodes)
+        for nodes, parents, at_parents in self.frontier(values, live, within):
+            values[nodes] = await step(at_parents, parents, nodes)
         return values
 
     def ancestors(self, nodes: Sequence[int]) -> np.ndarray:
-        """`nodes` and every node on their paths from the root, as sorted node ids."""
-        seen: set[int] = set()
+        """`nodes` and every node on their paths from the root (the root included), as
+        sorted node ids: the `within` of a walk along these nodes' paths only."""
+        seen: set[int] = {0}
         parent = self.parent
         for n in nodes:
             n = int(n)
-            while n >= 0 and n not in seen:
+            while n not in seen:
                 seen.add(n)
-                n = int(parent[n])
+                n = parent.item(n)
         return np.array(sorted(seen), dtype=np.int64)
 
     def sublevels(self, within: np.ndarray) -> list[np.ndarray]:
         """`levels` restricted to the node ids `within` (the root left out)."""
-        within = np.asarray(within, dtype=np.int64)
-        depth = self.depth[within]
-        order = np.argsort(depth, kind="stable")
-        nodes, depth = within[order], depth[order]
-        bounds = np.searchsorted(depth, np.arange(1, int(depth.max(initial=0)) + 2))
-        return [nodes[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        return [level for level, _ in self._sublevel_pairs(within)]
+
+    def _sublevel_pairs(self, within: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per depth, the nodes of `within` there (ascending) and their parents."""
+        by_depth: list[list[int]] = []
+        depth = self.depth
+        for n in np.asarray(within, dtype=np.int64).tolist():
+            d = depth.item(n)
+            if d:
+                while len(by_depth) < d:
+                    by_depth.append([])
+                by_depth[d - 1].append(n)
+        out = []
+        for level in by_depth:
+            level = np.array(level, dtype=np.int64)
+            out.append((level, self.parent[level]))
+        return out
+
+    @cached_property
+    def _level_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per depth, its nodes and their parents."""
+        return [(level, self.parent[level]) for level in self.levels]
 
     @cached_property
     def depth(self) -> np.ndarray:

@@ -147,14 +147,18 @@ async def per_token_exact_logws(sampler, context, tokens) -> list[float]:
 
 
 @settings_
-@given(st.sampled_from(VOCABS), st.integers(0, 2**16), st.sampled_from([0.0, 0.4, 0.8]), st.data())
-def test_exact_logws_equal_the_per_token_walk(vocab, seed, item_zero, data):
+@given(
+    st.sampled_from(VOCABS), st.integers(0, 2**16), st.sampled_from([0.0, 0.4, 0.8]), st.sampled_from([0, 64]), st.data()
+)
+def test_exact_logws_equal_the_per_token_walk(vocab, seed, item_zero, few_paths, data):
+    """Both walks (the trie's level walk, forced by `FEW_PATHS = 0`, and the per-path one)."""
     from genlm.control.sampler.set import _Walk
 
     async def check():
         llm = llm_over(vocab, seed, 0.0)
         items = item_potential(b"abc", seed + 1, item_zero)
         sampler = TopKSetSampler(llm, items, None)
+        sampler.FEW_PATHS = few_paths
         for ctx in await live_contexts(vocab, items):
             tokens = data.draw(st.lists(st.integers(0, len(vocab) - 1), unique=True))
             view = _Walk(sampler, ctx, await sampler.iter_potential.logw_next(ctx))

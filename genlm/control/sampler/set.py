@@ -252,7 +252,20 @@ class TopKSetSampler(TrieSetSampler):
 
     async def exact_logws(self, view: _Walk, tokens: list[int]) -> list[float]:
         """`log w(x) + log Φ(x)` of each token, walking their byte paths level by level and
-        asking the item potential only at nodes whose prefix still has weight."""
+        asking the item potential only at nodes whose prefix still has weight: by the
+        trie's level walk over the sub-trie of their paths, or, for at most `FEW_PATHS`
+        tokens (where a level's array operations cost more than the level itself), along
+        each path; both add `log Φ` in the same order, so they agree exactly."""
+        if len(tokens) <= self.FEW_PATHS:
+            log_phi = await self._path_log_phi(view, tokens)
+        else:
+            log_phi = await self._trie_log_phi(view, tokens)
+        return [float(view.w[i]) + lp for i, lp in zip(tokens, log_phi)]
+
+    FEW_PATHS = 64
+
+    async def _trie_log_phi(self, view: _Walk, tokens: list[int]) -> list[float]:
+        """`log Φ` of `tokens` by one level walk of the sub-trie of their paths."""
         trie = self.trie
         leaves = trie.leaf[np.asarray(tokens, dtype=np.int64)]
 
@@ -260,12 +273,30 @@ class TopKSetSampler(TrieSetSampler):
             """`log Φ(n) = log Φ(p) + row(p)[byte(n)]`, asking rows at the live parents."""
             parents = parents.tolist()
             await view.fetch(parents)
-            return parent_phi + [view.rows[p][trie.symbol[n]] for p, n in zip(parents, nodes.tolist())]
+            rows, symbol = view.rows, trie.symbol
+            return [phi + rows[p][symbol[n]] for phi, p, n in zip(parent_phi.tolist(), parents, nodes.tolist())]
 
-        log_phi = np.full(trie.n_nodes, NEG_INF)
+        within = trie.ancestors(leaves)
+        log_phi = np.empty(trie.n_nodes)  # only the nodes `within` are read
+        log_phi[within] = NEG_INF
         log_phi[0] = 0.0
-        await trie.awalk(log_phi, step, _has_weight, within=trie.ancestors(leaves))
-        return [float(view.w[i]) + float(log_phi[leaf]) for i, leaf in zip(tokens, leaves.tolist())]
+        await trie.awalk(log_phi, step, _has_weight, within=within)
+        return log_phi[leaves].tolist()
+
+    async def _path_log_phi(self, view: _Walk, tokens: list[int]) -> list[float]:
+        """`log Φ` of `tokens`, one depth at a time along each token's path."""
+        trie = self.trie
+        paths = [trie.path(int(trie.leaf[i])) for i in tokens]
+        nodes = [0] * len(tokens)
+        log_phi = [0.0] * len(tokens)
+        for depth in range(max((len(p) for p in paths), default=0)):
+            live = [k for k, p in enumerate(paths) if depth < len(p) and log_phi[k] > NEG_INF]
+            await view.fetch([nodes[k] for k in live])
+            for k in live:
+                b = paths[k][depth]
+                log_phi[k] += view.rows[nodes[k]][b]
+                nodes[k] = trie.children[nodes[k]][b]
+        return log_phi
 
 
 def _has_weight(logw: np.ndarray) -> np.ndarray:
