@@ -105,7 +105,7 @@ class Counted(Potential):
             super().__init__(list(inner.vocab))
         self.inner = inner
         self.calls: Counter = Counter()
-        if hasattr(inner, "allowed_next"):
+        if getattr(inner, "allowed_next", None) is not None:  # None: not offered
             self.allowed_next = self._allowed_next
 
     async def prefix(self, context):

@@ -33,10 +33,11 @@ PATHS = {
     "genlm.control.sampler.resampling": [],
     "genlm.control.util": [
         "flatten_units", "draw_from", "set_draw_method", "DRAW_METHODS", "BatchAbandoned",
-        "LazyWeights",
+        "LazyWeights", "counting_readbacks",
     ],
     "genlm.control.constant": ["EOS", "EOT"],
     "genlm.control.testing": ["check_potential"],
+    "genlm.control.distributed": ["Pool", "Result", "ProblemFailed", "SetupFailed", "problem_seeds"],
 }  # fmt: skip
 
 

@@ -87,7 +87,8 @@ def to_host(x: Any) -> np.ndarray:
     input is returned as float64 without a copy when it already is."""
     if is_tensor(x):
         _readbacks.count += 1
-        return x.detach().to("cpu", _torch().float64).numpy()
+        # copy, then widen on the host (MPS has no float64)
+        return x.detach().cpu().to(_torch().float64).numpy()
     return np.asarray(x, dtype=np.float64)
 
 

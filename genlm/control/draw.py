@@ -9,7 +9,8 @@ counts those read-backs.
 
 Randomness: each request uses the generator of the calling task
 (`current_rng()`, set by `using_rng`), so a seeded SMC run draws the same tokens
-whatever else runs concurrently.
+whatever else runs concurrently. There is no process-wide generator: a draw made
+outside a run and outside `using_rng` uses a fresh generator seeded from OS entropy.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ _draw_method = "inverse_cdf"
 _rng: contextvars.ContextVar[np.random.Generator | None] = contextvars.ContextVar(
     "genlm_control_rng", default=None
 )
-_default_rng = np.random.default_rng()
 
 
 def set_draw_method(name: str) -> None:
@@ -62,9 +62,15 @@ def get_draw_method() -> str:
 
 
 def current_rng() -> np.random.Generator:
-    """The generator of the calling context (a process-wide one by default)."""
+    """The generator of the calling context (set by `using_rng`; in SMC, the
+    particle's stream); outside one, a fresh generator seeded from OS entropy."""
     rng = _rng.get()
-    return _default_rng if rng is None else rng
+    return np.random.default_rng() if rng is None else rng
+
+
+def context_rng() -> np.random.Generator | None:
+    """The generator set by `using_rng` in the calling context, or None."""
+    return _rng.get()
 
 
 @contextmanager
@@ -338,6 +344,7 @@ __all__ = [
     "set_draw_method",
     "get_draw_method",
     "current_rng",
+    "context_rng",
     "using_rng",
     "counting_readbacks",
     "readback_count",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from genlm.control.draw import DRAW_METHODS, Draw, draw_from, set_draw_method
+from genlm.control.draw import DRAW_METHODS, Draw, counting_readbacks, draw_from, set_draw_method
 from genlm.control.weights import LazyWeights, logsumexp
 from genlm.control.window import BatchAbandoned
 
@@ -24,6 +24,7 @@ __all__ = [
     "BatchAbandoned",
     "DRAW_METHODS",
     "Draw",
+    "counting_readbacks",
     "LazyWeights",
     "draw_from",
     "flatten_units",

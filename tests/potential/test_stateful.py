@@ -132,8 +132,11 @@ async def test_base_potential_carries_no_state():
             call()
     fsa = BoolFSA.from_regex("ab")
     assert stateful_potential(fsa) is fsa
-    assert stateful_potential(fsa.to_autobatched()) is fsa
-    assert not fsa.to_autobatched().stateful
+    view = fsa.to_autobatched()  # forwards the inner potential's states
+    assert view.stateful and stateful_potential(view) is view
+    assert view.logw_next_of(view.advance(view.state_of([]), 97)).tolist() == fsa.logw_next_of(
+        fsa.advance(fsa.state_of([]), 97)
+    ).tolist()
 
 
 # The coerced trie walk ------------------------------------------------------

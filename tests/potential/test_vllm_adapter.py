@@ -260,3 +260,51 @@ async def test_real_engine_rows_match_the_stand_in_contract(tokenizer):  # pragm
     row = await llm.logw_next([])
     assert row.weights.dtype == np.float64
     assert np.logaddexp.reduce(row.weights) == pytest.approx(0.0, abs=1e-3)
+
+
+# Rows kept on the engine's device (`rows="device"`, what `"auto"` does on CUDA) --------
+
+
+async def test_device_rows_are_float32_tensors_with_eos_folded_after_the_upcast(engine):
+    """The engine's rows stay tensors: half precision is upcast to float32 once, then
+    the EOS tokens are summed (in float32, where the host path sums in the engine's
+    dtype); every vocabulary entry is the engine's value exactly."""
+    llm = PromptedLLM(engine, rows="device")
+    llm.set_prompt_from_str("The value of x is")
+    ctx = llm.tokenize(" 42")
+    row = await llm.logw_next(ctx)
+    ids = llm.prompt_ids + [t.token_id for t in ctx]
+    assert isinstance(row.weights, torch.Tensor) and row.weights.dtype == torch.float32
+    assert row.weights.device == engine.device
+    lp = engine.reference(ids).to(engine.dtype).float()
+    want_vocab = lp[[t.token_id for t in llm.vocab]]
+    assert torch.equal(row.weights[:-1], want_vocab)
+    want_eos = torch.logsumexp(lp[list(llm.token_maps.eos_idxs)], dim=0)
+    assert row.weights[-1].item() == pytest.approx(want_eos.item(), abs=1e-6)
+
+
+async def test_device_rows_smc_weights_are_the_row_normalisers(engine):
+    """Direct-sampler SMC on tensor rows: each weight is the sum of the rows' log
+    masses (float32 rounding)."""
+    llm = PromptedLLM(engine, rows="device")
+    llm.set_prompt_from_str("The value of x is")
+    seqs = await direct_token_sampler(llm).smc(n_particles=4, ess_threshold=0.0, max_tokens=5, seed=3)
+    for ctx, logw in zip(seqs.contexts, seqs.log_weights):
+        forced = len(ctx) == 5
+        want = 0.0
+        for t in range(len(ctx)):
+            row = (await llm.logw_next(ctx[:t])).host()
+            want += row[-1] if forced and t == len(ctx) - 1 else np.logaddexp.reduce(row)
+        assert float(logw) == pytest.approx(want, abs=1e-4)
+
+
+async def test_device_rows_awrs_smc_end_to_end(engine):
+    llm = PromptedLLM(engine, rows="device")
+    llm.set_prompt_from_str("The value of x is")
+    pattern = r" [0-9]\."
+    sampler = AWRS(llm, BoolFSA.from_regex(pattern).coerce(llm, f=b"".join))
+    seqs = await sampler.smc(n_particles=4, ess_threshold=0.5, max_tokens=8, seed=0)
+    for ctx, logw in zip(seqs.contexts, seqs.log_weights):
+        text = b"".join(bytes(t) for t in ctx if t is not EOS)
+        assert (re.fullmatch(pattern.encode(), text) is not None) == np.isfinite(logw), (text, logw)
+    assert np.isfinite(seqs.log_weights).any()

@@ -403,3 +403,15 @@ def test_engine_masks_unpack_alike_on_host_and_device(device_conditions):
     np.testing.assert_array_equal(
         mask_allowed(scattered, words, accepting, ref).numpy(), mask_allowed(scattered, words, accepting)
     )
+
+
+def test_product_with_engine_mask_applies_it_on_the_rows_device(llm, device_llm, conditions, device_conditions):
+    """`device_llm * engine_condition` masks the tensor rows on their device; its rows
+    equal the host product's (`llm * condition`, a sum with a 0/-inf row)."""
+    contexts = [[], [llm.vocab[9]]]
+    dev = asyncio.run((device_llm * device_conditions[None]).batch_logw_next(contexts[:1]))
+    host = asyncio.run((llm * conditions[None]).batch_logw_next(contexts[:1]))
+    assert isinstance(dev[0].weights, torch.Tensor)
+    got, want = dev[0].host(), host[0].weights
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-6, atol=1e-5)

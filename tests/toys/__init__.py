@@ -6,7 +6,8 @@
 - `toys.tables`: `NextTable`, potentials given by seeded next-token rows;
 - `toys.counted`: counting twins of stateful potentials;
 - `toys.reliability`, `toys.workers`: faults, checks and worker-process potentials;
-- `toys.constraints`, `toys.json_engine`: the embedded vocabulary and engine helpers.
+- `toys.constraints`, `toys.json_engine`: the embedded vocabulary and engine helpers;
+- `toys.ray_setups`: setups and solve functions for the Ray pool tests.
 """
 
 from toys.ab import (  # noqa: F401

@@ -24,10 +24,14 @@ class AutoBatchedPotential(Potential):
     within one pass of the event loop are joined, per method, into one call of the
     inner potential's `batch_*` method. An exception in that call reaches every
     caller of the batch; a caller that is cancelled strands nobody (see
-    `genlm.control.window`). Values are the inner potential's.
+    `genlm.control.window`). Values are the inner potential's, and so are the fast
+    paths it declares (`genlm.control.potential.fast_paths`), forwarded one by one.
 
     Use `potential.to_autobatched()`, which returns one wrapper per potential.
     """
+
+    collects_calls = True  # SMC scores a critic that declares this with one batch_score
+
 
     def __init__(self, potential: Potential):
         if isinstance(potential, AutoBatchedPotential):
@@ -97,12 +101,38 @@ class AutoBatchedPotential(Potential):
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         return await self._many("logw_next", contexts)
 
+    # Fast paths: the inner potential's, forwarded (see `fast_paths`) ----------
+
+    def rows_class(self) -> type:
+        return self.potential.rows_class()
+
     async def sparse_logw_next(self, context):
         return await self.potential.sparse_logw_next(context)
 
     @property
     def cheap_logw_next(self) -> bool:  # type: ignore[override]
         return self.potential.cheap_logw_next
+
+    @property
+    def allowed_next(self) -> Any:
+        return self.potential.allowed_next
+
+    @property
+    def batch_allowed(self) -> Any:
+        return self.potential.batch_allowed
+
+    @property
+    def stateful(self) -> bool:  # type: ignore[override]
+        return self.potential.stateful
+
+    def state_of(self, context: list) -> Any:
+        return self.potential.state_of(context)
+
+    def advance(self, state: Any, token: Any) -> Any:
+        return self.potential.advance(state, token)
+
+    def logw_next_of(self, state: Any) -> np.ndarray:
+        return self.potential.logw_next_of(state)
 
     def alloc_rows(self, n: int):
         return self.potential.alloc_rows(n)

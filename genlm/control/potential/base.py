@@ -156,11 +156,27 @@ class Potential(ABC):
         """The live entries of `logw_next(context)`, or None when not known to be sparse."""
         return None
 
+    # Fast paths (declared, see `genlm.control.potential.fast_paths`) ---------
+
     #: Whether `logw_next` and `batch_logw_next` cost about what one `prefix` call
     #: does (a compiled token mask, a cached per-state row). A sampler may then read
     #: a condition's whole row instead of checking tokens one by one: AWRS draws
     #: exactly from `potential * condition` with such a condition.
     cheap_logw_next: bool = False
+
+    #: `async allowed_next(context, indices)`: which tokens at `indices` of `vocab_eos`
+    #: may follow `context`, in one call (`fast_paths.AllowedNext`). None: not offered;
+    #: a subclass offers it by defining the method.
+    allowed_next: Any = None
+
+    #: `async batch_allowed(contexts, like=None)`: a bool block over `vocab_eos`, True
+    #: where each `logw_next` row is finite (`fast_paths.BatchAllowed`). None: not offered.
+    batch_allowed: Any = None
+
+    def rows_class(self) -> type:
+        """The class whose methods compute this potential's `logw_next` rows: its own
+        (a view that only batches calls names its inner potential's)."""
+        return type(self)
 
     #: The symbols that can occur in a context of positive weight (None: any token of
     #: the vocabulary). `coerce(..., prune=True)` drops the target tokens that map onto
@@ -296,10 +312,13 @@ class Potential(ABC):
         prune: bool = True,
         homomorphic: bool | None = None,
         trie: Any = None,
+        *,
+        engine: bool | None = None,
     ) -> "Coerced":
         """This potential seen over `other`'s vocabulary, a context mapped by `f`.
 
-        `Coerced.prefix(xs) = self.prefix(f(xs))`.
+        `Coerced.prefix(xs) = self.prefix(f(xs))`. Which `Coerced` serves it is
+        decided in one place, `genlm.control.potential.planner.compile_for`.
 
         Args:
             other: a potential (or a vocabulary) whose tokens the result takes.
@@ -310,7 +329,29 @@ class Potential(ABC):
                 an incremental walk of a trie of the tokens; None detects `b"".join`
                 and `"".join`.
             trie: a `Coerced.build_trie(vocab, f)` result to share.
+            engine: for a constraint with a compiled-engine form (`engine_source`)
+                coerced onto a `PromptedLLM` through `b"".join`: None takes the
+                engine where its language is the constraint's; True requires it
+                (ValueError where it cannot serve); False never takes it.
         """
+        from genlm.control.potential.planner import compile_for
+
+        return compile_for(
+            self, other, f, prune=prune, homomorphic=homomorphic, trie=trie, engine=engine
+        )
+
+    #: What `coerce(..., engine=True)` needs, for its error message.
+    engine_form: str = "a BoolFSA.from_regex, BoolCFG.from_lark or JsonSchema constraint"
+
+    def engine_source(self) -> Any:
+        """This constraint in the compiled engine's terms, an `EngineSource`, or None
+        when it has no engine form (the default)."""
+        return None
+
+    def generic_coercion(
+        self, other: Any, f: Callable[[list], Any], prune: bool, homomorphic: bool | None, trie: Any
+    ) -> "Coerced":
+        """The `Coerced` that serves `coerce` without the compiled engine."""
         from genlm.control.potential.coerce import Coerced
 
         return Coerced(self, other, f, prune=prune, homomorphic=homomorphic, trie=trie)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from genlm.control._trie import SymbolTrie
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, host_rows
 from genlm.control.window import gather_or_cancel
@@ -20,23 +21,11 @@ def is_join(f: Callable) -> bool:
     return getattr(f, "__name__", None) == "join" and getattr(f, "__self__", None) in (b"", "")
 
 
-def unbatched(potential: Potential) -> Potential:
-    """The potential under its autobatched view (itself when it has none)."""
-    from genlm.control.potential.autobatch import AutoBatchedPotential
-
-    return potential.potential if isinstance(potential, AutoBatchedPotential) else potential
-
-
 def has_vectorised_logw_next(potential: Potential) -> bool:
     """Whether `potential` computes `logw_next` other than from one `prefix` call per
     token (the base class's definition): it overrides `logw_next`, `batch_logw_next`
-    or `sparse_logw_next`, or it carries states."""
-    p = unbatched(potential)
-    cls = type(p)
-    return p.stateful or any(
-        getattr(cls, name) is not getattr(Potential, name)
-        for name in ("logw_next", "batch_logw_next", "sparse_logw_next")
-    )
+    or `sparse_logw_next`, or it carries states (`fast_paths.vectorised_logw_next`)."""
+    return fast_paths.vectorised_logw_next(potential)
 
 
 _WARNED: set[type] = set()
@@ -45,7 +34,7 @@ _WARNED: set[type] = set()
 def warn_unvectorised(potential: Potential, n_nodes: int) -> None:
     """Warn once per class that a coerced walk over `potential` calls `prefix` per
     (trie node, symbol)."""
-    cls = type(unbatched(potential))
+    cls = potential.rows_class()
     if cls in _WARNED:
         return
     _WARNED.add(cls)
@@ -61,9 +50,9 @@ def warn_unvectorised(potential: Potential, n_nodes: int) -> None:
 
 def stateful_potential(potential: Potential) -> Potential | None:
     """The potential that carries states for `potential` (see `Potential.state_of`):
-    itself, or the potential under its autobatched view; None when it carries none."""
-    potential = unbatched(potential)
-    return potential if potential.stateful else None
+    itself when it declares `stateful` (the autobatched view forwards its inner
+    potential's states), else None."""
+    return fast_paths.carrier(potential)
 
 
 class CarriedNodes:
@@ -108,6 +97,10 @@ class Coerced(Potential):
     tokens' images level by level, asking `p.batch_logw_next` once per level for the
     live nodes only, so dead branches cost nothing.
 
+    A subclass that computes every value itself over the target's whole vocabulary
+    (the compiled engine's `GuidedCoerced`) passes `walk=False`: no symbol trie is
+    built and no token is pruned (its values are still `p.prefix(f(xs))`).
+
     Raises:
         ValueError: if no token of `other` maps into `p`'s vocabulary.
     """
@@ -120,6 +113,8 @@ class Coerced(Potential):
         prune: bool = True,
         homomorphic: bool | None = None,
         trie: SymbolTrie | None = None,
+        *,
+        walk: bool = True,
     ):
         if not callable(f):
             raise TypeError("coerce needs a callable f mapping contexts")
@@ -134,6 +129,10 @@ class Coerced(Potential):
         self.prune = prune
         self.homomorphic = is_join(f) if homomorphic is None else bool(homomorphic)
         target_tables = target.tables if isinstance(target, Potential) else None
+        if not walk:
+            self.trie = None
+            super().__init__(list(target) if target_tables is None else None, tables=target_tables)
+            return
         target_vocab = target_tables.vocab if target_tables else list(target)
         if trie is not None and len(trie.vocab) != len(target_vocab):
             raise ValueError("the shared trie was built over a different vocabulary")
@@ -289,7 +288,7 @@ class _PrefixRows:
     CHUNK = 256
 
     def __init__(self, potential: Potential, base: list, trie: SymbolTrie, symbol_index: np.ndarray):
-        self.potential, self.base, self.trie = unbatched(potential), base, trie
+        self.potential, self.base, self.trie = potential, base, trie
         self.symbol_index = symbol_index
         self.vocab = self.potential.tables.vocab
         self.batched = type(self.potential).batch_prefix is not Potential.batch_prefix

@@ -7,15 +7,20 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control._device import index_for, match, stack
+from genlm.control._device import index_for, is_tensor, match, stack
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
-from genlm.control.weights import LazyWeights
+from genlm.control.weights import NEG_INF, LazyWeights
 from genlm.control.window import gather_or_cancel
 
 
 class Product(Potential):
     """`Product(p1, p2).prefix(xs) = p1.prefix(xs) + p2.prefix(xs)`, likewise `complete`
     and `logw_next`, over the tokens both vocabularies share.
+
+    It declares no fast path (`genlm.control.potential.fast_paths`) of its own: its
+    rows are its factors' `batch_logw_next` rows added, and it does not combine
+    their states, masks or set checks.
 
     Raises:
         TypeError: if the token types differ (coerce one potential first).
@@ -86,7 +91,31 @@ class Product(Potential):
         a, b = await gather_or_cancel(self.p1.logw_next(context), self.p2.logw_next(context))
         return self.make_lazy_weights(self._combine(a.weights, b.weights))
 
+    def _masking(self) -> tuple[Potential, Any] | None:
+        """`(other, batch_allowed)` when one factor is a Boolean mask that can answer
+        on the other's device (`batch_allowed`, e.g. a compiled engine) and the
+        vocabularies are equal; None otherwise."""
+        if self._idx1 is not None:
+            return None
+        for other, mask in ((self.p1, self.p2), (self.p2, self.p1)):
+            allowed = fast_paths.batch_allowed(mask)
+            if allowed is not None and fast_paths.cheap_logw_next(mask):
+                return other, allowed
+        return None
+
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
+        """The factors' rows added; when one factor is an engine mask and the other's
+        rows are tensors, the mask is applied on their device instead of adding a
+        row of 0/-inf made on the host."""
+        masking = self._masking() if contexts else None
+        if masking is not None:
+            other, allowed_of = masking
+            block = stack([w.weights for w in await other.batch_logw_next(contexts)])
+            if is_tensor(block):
+                allowed = await allowed_of(contexts, block)
+                return self.rows_to_weights(block.where(allowed, NEG_INF))
+            mask_rows = await (self.p2 if other is self.p1 else self.p1).batch_logw_next(contexts)
+            return self.rows_to_weights(self._combine(block, stack([w.weights for w in mask_rows])))
         a, b = await gather_or_cancel(
             self.p1.batch_logw_next(contexts), self.p2.batch_logw_next(contexts)
         )

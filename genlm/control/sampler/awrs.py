@@ -72,9 +72,9 @@ import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
 from genlm.control._device import is_tensor, match, stack, to_host
-from genlm.control.draw import current_rng, draw_from, draw_many, using_rng
+from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
-from genlm.control.potential.coerce import unbatched
 from genlm.control.potential.product import Product
 from genlm.control.sampler._awrs_exact import (
     Support,
@@ -128,8 +128,11 @@ class AWRS(TokenSampler):
             read whole (exact weights); one with an async `allowed_next(ctx, indices)`
             (the answers for the tokens at `indices` of its `vocab_eos` in one call)
             has its draws checked in blocks.
-        seed: seed of this sampler's own Generator; by default draws use
-            `genlm.control.draw.current_rng()` (in SMC: each particle's stream).
+        seed: makes the sampler's draws a function of `seed` too. Outside SMC (and
+            outside `using_rng`) draws come from this sampler's own Generator, seeded
+            with `seed`; inside a run each draw's generator is derived from `seed` and
+            the particle's stream, so it composes with `smc(..., seed=)` instead of
+            replacing it. Without `seed`, draws use `genlm.control.draw.current_rng()`.
         prune_logws: kept for compatibility: tokens of zero proposal weight are never
             drawn nor checked.
         proper_weights: return the unbiased weight (see the module docstring);
@@ -199,6 +202,8 @@ class AWRS(TokenSampler):
         self.autobatch = autobatch
         self.seed = seed
         self.rng = None if seed is None else np.random.default_rng(seed)
+        # two words of the seed, mixed with each particle's stream in `_composed`
+        self._seed_key = None if seed is None else np.random.default_rng(seed).integers(0, 2**63, size=2).tolist()
         self.prune_logws = prune_logws
         self.proper_weights = proper_weights
         self.max_accepts = int(max_accepts)
@@ -217,8 +222,8 @@ class AWRS(TokenSampler):
         self.max_rejects = max_rejects
         self.n_monte_carlo_samples = n_monte_carlo_samples
         self.exact = bool(condition.cheap_logw_next)
-        self._allowed_next = getattr(condition, "allowed_next", None)
-        self._batch_allowed = getattr(unbatched(condition), "batch_allowed", None)
+        self._allowed_next = fast_paths.allowed_next(condition)
+        self._batch_allowed = fast_paths.batch_allowed(condition)
         with warnings.catch_warnings():  # a subset vocabulary is intended here
             warnings.simplefilter("ignore")
             super().__init__(Product(self.potential, self.condition))
@@ -272,7 +277,18 @@ class AWRS(TokenSampler):
         return both[0], both[1]
 
     def _rng(self) -> np.random.Generator:
-        return self.rng if self.rng is not None else current_rng()
+        """The particle's stream (composed with `seed`); outside a run `self.rng`."""
+        stream = context_rng()
+        if stream is None:
+            return self.rng if self.rng is not None else current_rng()
+        return self._composed(stream)
+
+    def _composed(self, stream: np.random.Generator) -> np.random.Generator:
+        """`stream` without `seed`; with it, a generator seeded by two words of the
+        seed and two drawn from `stream`, a function of both."""
+        if self._seed_key is None:
+            return stream
+        return np.random.default_rng([*self._seed_key, *stream.integers(0, 2**63, size=2).tolist()])
 
     async def _exact(self, w: Any, q: Any, allowed: Any, draw: Any) -> tuple:
         """An exact draw from `q` restricted to `allowed`, weighed under `w`."""
@@ -325,18 +341,19 @@ class AWRS(TokenSampler):
             return await super().batch_sample(contexts, rngs)
         if not contexts:
             return []
-        rngs = rngs if self.rng is None else [self.rng] * len(contexts)
         w, q = await self._rows(contexts)
         if not self.exact:
             w, q = self._host(w, q)
 
             async def one(i: int) -> tuple:
+                # the search composes the particle's stream with `seed` (`_rng`)
                 with using_rng(rngs[i]):
                     return await self._search_row(contexts[i], w[i], q[i], None)
 
             return await gather_or_cancel(*(one(i) for i in range(len(contexts))))
         allowed = await self._allowed_rows(contexts, w)
         targets = self.condition.rows_to_weights(masked(allowed, w))
+        rngs = [self._composed(r) for r in rngs]
         if self.proposal is None:
             draws = await draw_many(targets, rngs)
         else:

@@ -29,7 +29,8 @@ from genlm.control.sampler.record_file import read_text_file, write_text_atomica
 from genlm.control.sampler.resampling import ess
 
 if TYPE_CHECKING:  # pragma: no cover
-    from genlm.control.sampler.smc import Population
+    from genlm.control.smc.particle import Population
+    from genlm.control.smc.state import PopulationState
 
 FORMAT = "genlm-control/smc-record/1"
 
@@ -357,7 +358,7 @@ class Recorder:
         )
         self._steps: list[StepRecord] = []
 
-    def add(self, step: int, pop: "Population", ancestors: np.ndarray | None) -> None:
+    def add(self, step: int, pop: "PopulationState", ancestors: np.ndarray | None) -> None:
         self._steps.append(
             StepRecord(
                 step=step,

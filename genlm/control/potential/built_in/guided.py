@@ -261,8 +261,9 @@ class GuidedCoerced(Coerced):
     """`potential.coerce(llm, f=b"".join)` served by a `GuidedConstraint`.
 
     A `Coerced` (its `potential` and `f` are the byte-level constraint and the join)
-    whose values all come from the compiled engine over the LLM's tokens, so no
-    symbol trie is built.
+    whose values all come from the compiled engine over the LLM's whole vocabulary,
+    so no symbol trie is built (`walk=False`). It forwards the engine's fast paths:
+    `cheap_logw_next`, `allowed_next` and `batch_allowed`.
 
     Args:
         potential: the byte-level constraint that was coerced.
@@ -270,12 +271,13 @@ class GuidedCoerced(Coerced):
         guided: the engine-backed constraint over the LLM's vocabulary.
     """
 
-    cheap_logw_next = True  # the engine's masks
-
     def __init__(self, potential: Potential, f: Any, guided: GuidedConstraint):
-        self.potential, self.f, self.guided = potential, f, guided
-        self.prune, self.homomorphic = True, True
-        Potential.__init__(self, tables=guided.tables)
+        self.guided = guided
+        super().__init__(potential, guided, f, prune=True, homomorphic=True, walk=False)
+
+    @property
+    def cheap_logw_next(self) -> bool:  # type: ignore[override]
+        return self.guided.cheap_logw_next
 
     async def prefix(self, context):
         return await self.guided.prefix(context)
@@ -290,6 +292,7 @@ class GuidedCoerced(Coerced):
         return await self.guided.batch_complete(contexts)
 
     async def allowed_next(self, context, indices) -> Sequence[bool]:
+        """`GuidedConstraint.allowed_next` of the engine behind this coercion."""
         return await self.guided.allowed_next(context, indices)
 
     async def logw_next(self, context) -> LazyWeights:

@@ -13,6 +13,8 @@ from genlm.control.potential.built_in._json_schema import compile_schema
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.potential.coerce import Coerced, is_join
+from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
 
 
@@ -148,36 +150,20 @@ class JsonSchema(CachedRecognizer):
             raise ValueError(f"a dead state has no next-token weights under {self!r}")
         return self._state_row(state)
 
-    def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
-        """As `Potential.coerce`. Onto a `PromptedLLM` through `b"".join`:
+    def engine_source(self) -> EngineSource:
+        """The schema, with where the engine's language may differ from this class's
+        (`engine_difference(schema)`: None on a whitelist of shapes, see
+        docs/constraint-engines.md). `coerce(..., engine=True)` takes the engine even
+        where it differs (properties in declaration order, no `\\/` escape, ...)."""
+        return EngineSource("json_schema", self.schema, engine_difference(self.schema))
 
-        - `engine=None` (default): the compiled engine (`GuidedConstraint`) when its
-          language equals this class's for the schema (`engine_difference(schema)` is
-          None: a whitelist of shapes, see docs/constraint-engines.md), else the
-          exact generic path;
-        - `engine=True`: the engine, whose language may be a subset of this class's
-          (properties in declaration order, no `\\/` escape, ...; the differences are
-          listed in docs/constraint-engines.md), or ValueError where it cannot
-          compile the schema;
-        - `engine=False`: the generic path.
-
-        The generic path through `b"".join` is `CoercedJson`, whose `logw_next` reads a
-        per-state token row computed by one trie walk.
-        """
-        from genlm.control.potential.coerce import is_join
-
-        if engine is not False:
-            from genlm.control.potential.built_in.guided import engine_coerce
-
-            differs = engine_difference(self.schema) if engine is None else None
-            fast = engine_coerce(self, other, f, engine, "json_schema", self.schema, differs)
-            if fast is not None:
-                return fast
-
+    def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
+        """Through a homomorphic `f`, `CoercedJson`, whose `logw_next` reads a
+        per-state token row computed by one trie walk; otherwise `Coerced`."""
         join = is_join(f) if homomorphic is None else homomorphic
         if join:
             return CoercedJson(self, other, f, prune=prune, homomorphic=True, trie=trie)
-        return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
+        return super().generic_coercion(other, f, prune, homomorphic, trie)
 
     def __repr__(self) -> str:
         return f"JsonSchema({_short(self.schema)})"

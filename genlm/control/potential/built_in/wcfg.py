@@ -14,6 +14,8 @@ from genlm.control.potential.built_in._fsa_arrays import N_BYTES, weight_to_floa
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.potential.coerce import Coerced
+from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
 
 Chart = tuple  # Earley columns after a context, one per position
@@ -71,6 +73,8 @@ class WCFG(CachedRecognizer):
 
     boolean = False
     stateful = True
+    lark_grammar: str | None = None  # the text of `from_lark`
+    lark_parsed: Any = None  # its parse
 
     def __init__(self, cfg: CFG, cache_size: int = 4096, *, max_rules: int = 0):
         if not isinstance(cfg, CFG):
@@ -181,30 +185,23 @@ class WCFG(CachedRecognizer):
         cfg.lark_grammar, cfg.lark_parsed = grammar, parsed
         return cfg
 
-    def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
-        """As `Potential.coerce`. A `BoolCFG.from_lark` coerced onto a `PromptedLLM`
-        through `b"".join` is served by the compiled engine (`GuidedConstraint`) when
-        the engine's language provably equals the grammar's (the lexing rule in
-        `_lark_exact` and docs/constraint-engines.md); otherwise by Earley over bytes.
+    engine_form = "a BoolCFG built by from_lark"
 
-        Args:
-            engine: None: the engine where it is exact; True: require the engine
-                (taken even where the languages may differ; ValueError where it cannot
-                serve the grammar); False: never (Earley over bytes).
-        """
-        parsed = getattr(self, "lark_parsed", None)
-        if self.boolean and parsed is not None and engine is not False:
-            from genlm.control.potential.built_in._lark_exact import engine_lark
-            from genlm.control.potential.built_in.guided import engine_coerce
+    def engine_source(self) -> EngineSource | None:
+        """A `BoolCFG.from_lark`'s grammar for the engine, with why the engine's
+        language may differ from the grammar's (the lexing rule in `_lark_exact` and
+        docs/constraint-engines.md); None for any other grammar."""
+        if not self.boolean or self.lark_parsed is None:
+            return None
+        from genlm.control.potential.built_in._lark_exact import engine_lark
 
-            exact = engine_lark(parsed)
-            fast = engine_coerce(self, other, f, engine, "lark", exact.text, exact.inexact)
-            if fast is not None:
-                return fast
-        elif engine:
-            raise ValueError("engine=True needs a BoolCFG built by from_lark")
-        _ = self.model  # the generic path parses with Earley: build it now (or fail on size)
-        return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
+        exact = engine_lark(self.lark_parsed)
+        return EngineSource("lark", exact.text, exact.inexact)
+
+    def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
+        """`Coerced` by Earley over bytes; the parser is built now (or fails on size)."""
+        _ = self.model
+        return super().generic_coercion(other, f, prune, homomorphic, trie)
 
     # Weights -----------------------------------------------------------------
 

@@ -15,6 +15,8 @@ from genlm.control.potential.built_in._fsa_arrays import (
 from genlm.control.potential.built_in._fsa_regex import MAX_STATES, ByteDFA, compile_regex, dfa_wfsa
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
+from genlm.control.potential.coerce import Coerced, is_join
+from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
 
 BYTE_VOCAB = list(range(N_BYTES))
@@ -67,6 +69,7 @@ class WFSA(CachedRecognizer):
 
     boolean = False
     stateful = True
+    pattern: str | None = None  # the regex of `from_regex`
 
     def __init__(self, wfsa: Any, cache_size: int = 16384):
         self.cache_size = cache_size
@@ -195,35 +198,26 @@ class WFSA(CachedRecognizer):
             return np.where(a.next_mass[q] > 0, 0.0, NEG_INF)
         return _log(a.next_mass[q]) - _log(a.beta[q])
 
-    def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None):
-        """As `Potential.coerce`. A `BoolFSA.from_regex` coerced onto a `PromptedLLM`
-        through `b"".join` is served by the compiled engine (`GuidedConstraint`) when
-        the pattern rewrites exactly into its syntax; otherwise a deterministic
-        automaton through `b"".join` gets `CoercedDFA`, whose `logw_next` reads a
-        per-state table over the tokens.
+    engine_form = "a BoolFSA built by from_regex"
 
-        Args:
-            engine: None: the engine where it is exact; True: require it
-                (ValueError otherwise); False: never.
-        """
+    def engine_source(self) -> EngineSource | None:
+        """A `BoolFSA.from_regex`'s pattern in the engine's syntax (None as the source
+        where it does not rewrite exactly); None for any other automaton."""
+        if not self.boolean or self.pattern is None:
+            return None
+        from genlm.control.potential.built_in._guided_regex import engine_regex
+
+        return EngineSource("regex", engine_regex(self.pattern))
+
+    def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
+        """A deterministic automaton through a homomorphic `f` gets `CoercedDFA`, whose
+        `logw_next` reads a per-state table over the tokens; otherwise `Coerced`."""
         from genlm.control.potential.built_in._fsa_coerce import CoercedDFA
-        from genlm.control.potential.coerce import is_join
-
-        pattern = getattr(self, "pattern", None)
-        if self.boolean and pattern is not None and engine is not False:
-            from genlm.control.potential.built_in._guided_regex import engine_regex
-            from genlm.control.potential.built_in.guided import engine_coerce
-
-            fast = engine_coerce(self, other, f, engine, "regex", engine_regex(pattern))
-            if fast is not None:
-                return fast
-        elif engine:
-            raise ValueError("engine=True needs a BoolFSA built by from_regex")
 
         join = is_join(f) if homomorphic is None else homomorphic
         if self.automaton.delta is not None and join:
             return CoercedDFA(self, other, f, prune=prune, homomorphic=True, trie=trie)
-        return super().coerce(other, f, prune=prune, homomorphic=homomorphic, trie=trie)
+        return super().generic_coercion(other, f, prune, homomorphic, trie)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.automaton.n_states} states)"

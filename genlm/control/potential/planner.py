@@ -1,0 +1,74 @@
+"""The one place that decides which `Coerced` serves `potential.coerce(other, f)`.
+
+`coerce` always means `Coerced(p, other, f).prefix(xs) = p.prefix(f(xs))`. Two
+engines compute it:
+
+- the compiled token-mask engine (`GuidedCoerced`), for a Boolean constraint with
+  an engine form (`Potential.engine_source`: a `BoolFSA.from_regex`, a
+  `BoolCFG.from_lark`, a `JsonSchema`) coerced onto a `PromptedLLM` through
+  `b"".join`, where the engine's language is the constraint's (the exactness rules
+  of `_guided_regex`, `_lark_exact` and `_json_exact`, see
+  docs/constraint-engines.md);
+- the generic path otherwise (`Potential.generic_coercion`: `Coerced`, or a
+  subclass that computes the same values faster, such as `CoercedDFA`).
+
+`engine=None` takes the engine only where it is exact, `True` requires it (even
+where the languages may differ), `False` never takes it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from genlm.control.potential.base import Potential
+    from genlm.control.potential.coerce import Coerced
+
+
+class EngineSource(NamedTuple):
+    """A constraint in the compiled engine's terms.
+
+    Attributes:
+        kind: "regex", "lark" or "json_schema".
+        source: the pattern, grammar or schema the engine compiles (None: the engine
+            cannot express the constraint exactly).
+        inexact: why the engine's language may differ from the constraint's (None:
+            they are equal).
+    """
+
+    kind: str
+    source: Any
+    inexact: Any = None
+
+
+def compile_for(
+    potential: "Potential",
+    other: Any,
+    f: Callable[[list], Any],
+    *,
+    prune: bool = True,
+    homomorphic: bool | None = None,
+    trie: Any = None,
+    engine: bool | None = None,
+) -> "Coerced":
+    """`potential.coerce(other, f, ...)`: the engine-backed coercion where the rules
+    above take it, else `potential.generic_coercion(...)`.
+
+    Raises:
+        ValueError: `engine=True` for a potential without an engine form, or where
+            the engine cannot serve the constraint (see `engine_coerce`).
+    """
+    if engine is not False:
+        found = potential.engine_source()
+        if found is not None:
+            from genlm.control.potential.built_in.guided import engine_coerce
+
+            fast = engine_coerce(potential, other, f, engine, found.kind, found.source, found.inexact)
+            if fast is not None:
+                return fast
+        elif engine:
+            raise ValueError(f"engine=True needs {potential.engine_form}")
+    return potential.generic_coercion(other, f, prune, homomorphic, trie)
+
+
+__all__ = ["EngineSource", "compile_for"]

@@ -1,0 +1,144 @@
+"""The SMC driver: the one async loop that runs a population to the end.
+
+It owns the run's randomness (one `SeedSequence` root: the resampler's generator
+and every particle slot's per-step stream derive from it and are passed down
+explicitly), the concurrency (one batched `propose` per step for all live
+particles), progress and recording. The arithmetic is the pure kernel's.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from genlm.control._args import is_int, is_real, positive_int, reject_bool
+from genlm.control.sampler.record import Recorder, context_text
+from genlm.control.sampler.record_file import check_output_path, write_record_or_warn
+from genlm.control.sampler.resampling import get_resampler
+from genlm.control.smc import kernel
+from genlm.control.smc.particle import Population, SequenceModel
+from genlm.control.smc.state import PopulationState, Proposals
+from genlm.control.smc.step import SlotStreams, propose, retrying
+from genlm.control.weights import fold_nan
+
+
+def check_args(n_particles: int, ess_threshold: float) -> None:
+    """Raises `ValueError`/`TypeError` for a bad population size or threshold."""
+    positive_int("n_particles", n_particles)
+    reject_bool("ess_threshold", ess_threshold)
+    if not is_real(ess_threshold) or not 0 <= ess_threshold <= 1:
+        raise ValueError(f"ess_threshold must be a number in [0, 1], got {ess_threshold!r}")
+
+
+def check_seed(seed: int | None) -> None:
+    """Raises `ValueError`/`TypeError` unless `seed` is None or an integer ≥ 0."""
+    if seed is not None:
+        reject_bool("seed", seed)
+        if not is_int(seed) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+
+
+def run_streams(seed: int | None) -> tuple[np.random.Generator, SlotStreams]:
+    """The run's resampling generator (spawn key 0 of the root) and its slot streams
+    (spawn key 1); fresh OS entropy when `seed` is None."""
+    root = np.random.SeedSequence(None if seed is None else int(seed))
+    rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(0,)))
+    return rng, SlotStreams(root)
+
+
+def _progress(total: float):
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=None if math.isinf(total) else int(total),
+        desc="smc",
+        unit="step",
+        delay=2.0,
+        leave=False,
+        disable=None,
+        file=sys.stderr,
+    )
+
+
+async def smc_standard(
+    model: SequenceModel,
+    n_particles: int,
+    ess_threshold: float = 0.5,
+    json_file: str | None = None,
+    *,
+    resampling_method: str = "multinomial",
+    seed: int | None = None,
+    verbosity: int = 0,
+) -> Population:
+    """Run SMC with `n_particles` copies of `model` until every particle has finished.
+
+    Each step proposes a unit for every live particle (`step.propose`, slot `s`
+    drawing from the run's stream of (step, `s`)), then applies the kernel:
+    `reweight`, the resampling decision `ancestors` (ESS below
+    `ess_threshold · n_particles`) and `resample`.
+
+    Args:
+        model: the initial particle (its sampler, critic, `max_tokens`, `terminate_when`).
+        n_particles: population size.
+        ess_threshold: resample when `ess < ess_threshold · n_particles`.
+        json_file: when given, a record of every step is written there after the run
+            (the path is checked first; if writing fails, a `RecordNotWrittenWarning`
+            says why and the population, with its `record`, is still returned).
+        resampling_method: one of `resampling.RESAMPLING_METHODS`.
+        seed: makes the run reproducible bit for bit (also when run concurrently
+            with other seeded runs); fresh entropy when None.
+        verbosity: 1 prints the particles after each step.
+
+    Returns:
+        The final `Population` (its `record` is set when `json_file` is given).
+    """
+    check_args(n_particles, ess_threshold)
+    if json_file is not None:
+        check_output_path(json_file)
+    scheme = get_resampler(resampling_method)
+    check_seed(seed)
+    rng, streams = run_streams(seed)
+    start = float(fold_nan(np.array([await retrying(model.start)]))[0])
+    state = kernel.initial_state(n_particles, start, model.eos)
+    recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed) if json_file else None
+    step = 0
+    with _progress(model.max_tokens) as bar:
+        while not state.done.all():
+            live = state.live
+            contexts = [state.contexts[i] for i in live.tolist()]
+            twists = state.twists[live]
+
+            async def attempt() -> Proposals:
+                # each attempt restarts the slots' streams, so a retried step draws the same
+                return await propose(model, contexts, twists, streams.at(step, live))  # noqa: B023
+
+            proposals = await retrying(attempt)
+            state = kernel.reweight(state, live, proposals, model.eos)
+            ancestors = kernel.ancestors(state, rng, ess_threshold, scheme)
+            if verbosity > 0:
+                _print_step(step, state, ancestors)
+            if recorder is not None:
+                recorder.add(step, state, ancestors)
+            if ancestors is not None:
+                state = kernel.resample(state, ancestors)
+            step += 1
+            bar.update(1)
+    pop = Population.of_state(model, state)
+    if recorder is not None:
+        pop.record = recorder.finish(pop)
+        write_record_or_warn(pop.record, json_file)
+    return pop
+
+
+def _print_step(step: int, state: PopulationState, ancestors: np.ndarray | None) -> None:
+    print(f"step {step}: ess {state.ess:.2f} / {state.n}")
+    for i, context in enumerate(state.contexts):
+        mark = "done" if state.done[i] else "    "
+        print(f"  [{i}] {mark} logw {state.log_weights[i]:10.4f}  {''.join(context_text(context))!r}")
+    if ancestors is not None:
+        print(f"  resampled: ancestors {ancestors.tolist()}")
+
+
+__all__ = ["smc_standard", "check_args", "check_seed", "run_streams"]

@@ -1,0 +1,152 @@
+"""`SMC`, the front door of the algorithm: it checks its arguments and runs the driver."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+
+from genlm.control._args import positive_int
+from genlm.control.potential.base import Potential
+from genlm.control.sampler.record_file import check_output_path
+from genlm.control.sampler.resampling import get_resampler
+from genlm.control.sampler.token import TokenSampler
+from genlm.control.smc.driver import smc_standard
+from genlm.control.smc.particle import SequenceModel
+from genlm.control.smc.sequences import Sequences
+from genlm.control.typing import Sequence as SequenceType
+
+
+class SMC:
+    """Sequential Monte Carlo over sequences grown by a unit sampler.
+
+    Each step extends every live particle by one unit from `unit_sampler`
+    (multiplying in its properly weighted importance weight) and, with a
+    `critic`, replaces the particle's twist by `critic.score` of the new context;
+    the population is resampled when its ESS falls below `ess_threshold · n`.
+    Particles stop at EOS, at `max_tokens` (EOS forced with the `logw_eos`
+    correction) or when `terminate_when` holds. The returned sequences are
+    properly weighted for `target.complete(x) · critic.complete(x)` over sequences
+    of at most `max_tokens` units (EOS included), and `log_ml` estimates the log
+    of its normalizing constant, unbiased on the exp scale.
+
+    Args:
+        unit_sampler: a `TokenSampler` (or a multi-token unit sampler).
+        critic: optional potential over the sampler's tokens.
+        autobatch: serve the particles' concurrent critic calls as batches.
+
+    Raises:
+        TypeError: if `unit_sampler` is not a `TokenSampler` or `critic` not a `Potential`.
+        ValueError: if the critic's token type differs from the sampler's.
+    """
+
+    def __init__(self, unit_sampler: TokenSampler, critic: Potential | None = None, autobatch: bool = True):
+        if not isinstance(unit_sampler, TokenSampler):
+            raise TypeError(f"unit_sampler must be a TokenSampler, got {type(unit_sampler).__name__}")
+        if critic is not None:
+            if not isinstance(critic, Potential):
+                raise TypeError(f"critic must be a Potential, got {type(critic).__name__}")
+            _check_token_types(unit_sampler, critic)
+            if autobatch:
+                critic = critic.to_autobatched()
+        self.unit_sampler = unit_sampler
+        self.critic = critic
+
+    async def __call__(
+        self,
+        n_particles: int,
+        ess_threshold: float,
+        max_tokens: int,
+        *,
+        verbosity: int = 0,
+        json_path: str | None = None,
+        resampling_method: str = "multinomial",
+        terminate_when: Callable[[list], bool] | None = None,
+        seed: int | None = None,
+    ) -> "Sequences":
+        """Run SMC and return the weighted sequences.
+
+        Args:
+            n_particles: number of particles.
+            ess_threshold: resample when `ess < ess_threshold · n_particles`
+                (0 never resamples, 1 resamples at every step).
+            max_tokens: bound on every sequence's length, EOS included.
+            verbosity: 1 prints the particles after each step.
+            json_path: write a record of the run there (see `InferenceVisualizer`). The
+                path is checked before sampling (its folder exists and is writable; it
+                is not a directory, a symbolic link or a special file). If writing still
+                fails after the run, a `RecordNotWrittenWarning` names the cause and the
+                result is returned all the same, its record in `sequences.record`.
+            resampling_method: 'multinomial', 'stratified', 'systematic' or 'residual'.
+            terminate_when: a plain (not async) function of a particle's context; the
+                particle stops when it returns true.
+            seed: makes the run reproducible bit for bit.
+
+        Raises:
+            ValueError: for a bad argument, or a `+inf` log weight during the run.
+            TypeError: a bool where a number is expected; a `terminate_when` that is
+                not a plain function.
+        """
+        positive_int("max_tokens", max_tokens)
+        if isinstance(verbosity, bool) or not isinstance(verbosity, (int, np.integer)):
+            raise TypeError(f"verbosity must be an integer, got {verbosity!r}")
+        if json_path is not None:
+            check_output_path(json_path)
+        get_resampler(resampling_method)
+        model = SequenceModel(self.unit_sampler, self.critic, int(max_tokens), terminate_when)
+        pop = await smc_standard(
+            model,
+            n_particles,
+            ess_threshold,
+            json_path,
+            resampling_method=resampling_method,
+            seed=seed,
+            verbosity=verbosity,
+        )
+        return Sequences(pop.contexts, pop.log_weights, record=pop.record)
+
+    async def cleanup(self) -> None:
+        """Release the sampler's and the critic's resources."""
+        self.unit_sampler.cleanup()
+        if self.critic is not None:
+            self.critic.cleanup()
+
+
+def _check_token_types(unit_sampler: TokenSampler, critic: Potential) -> None:
+    ours, theirs = unit_sampler.token_type, critic.token_type
+    if ours == theirs:
+        _check_critic_vocabulary(unit_sampler.target, critic)
+        return
+    if isinstance(ours, SequenceType) and ours.element_type == theirs:
+        return
+    hint = ""
+    if isinstance(theirs, SequenceType) and theirs.element_type == ours:
+        hint = " (coerce the critic to the sampler's tokens with `critic.coerce(...)`)"
+    raise ValueError(
+        f"the critic's token type {theirs!r} differs from the sampler's {ours!r}{hint}"
+    )
+
+
+def _check_critic_vocabulary(target: Potential, critic: Potential) -> None:
+    """The critic scores the contexts the sampler produces: a critic sharing no token
+    with the sampler is an error; one lacking some tokens gets a warning (a coerced
+    critic may be pruned yet still score every context through its map)."""
+    if target.tables is critic.tables:
+        return
+    lookup = critic.lookup
+    missing = [x for x in target.vocab if x not in lookup]
+    if len(missing) == len(target.vocab):
+        raise ValueError(
+            f"the critic's vocabulary shares no token with the sampler's (e.g. {missing[:3]!r} "
+            "are missing); build the critic over the sampler's vocabulary or coerce it"
+        )
+    if missing:
+        warnings.warn(
+            f"the critic's vocabulary lacks {len(missing)} of the sampler's tokens "
+            f"(e.g. {missing[:3]!r}); it must still score contexts containing them",
+            stacklevel=4,
+        )
+
+
+__all__ = ["SMC"]

@@ -1,0 +1,132 @@
+"""`Sequences`, the weighted result of an SMC run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Iterator
+
+import numpy as np
+
+from genlm.control.constant import EndOfSequence
+from genlm.control.sampler.record import RunRecord
+from genlm.control.sampler.resampling import ess, log_mean_exp, normalized_weights
+from genlm.control.util import flatten_units
+from genlm.control.weights import NEG_INF, fold_nan, logsumexp
+
+if TYPE_CHECKING:
+    from genlm.grammar import Float
+
+
+@dataclass
+class Sequences:
+    """Weighted sequences returned by SMC.
+
+    Args:
+        contexts: the sequences (lists of tokens, or of units).
+        log_weights: their log importance weights (NaN is read as `-inf`).
+
+    Attributes:
+        size: number of sequences.
+        log_total: `log Σ exp(logw)`.
+        log_ml: `log(Σ exp(logw) / size)`, the estimate of `log Z`.
+        log_normalized_weights: `logw - log_total`.
+        log_ess, ess: the effective sample size `1 / Σ W²` and its log.
+        record: the run record when the run wrote one.
+    """
+
+    contexts: list
+    log_weights: Any
+    record: RunRecord | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.contexts = list(self.contexts)
+        self.log_weights = fold_nan(np.asarray(self.log_weights, dtype=np.float64).reshape(-1))
+        if len(self.contexts) != len(self.log_weights):
+            raise ValueError(
+                f"{len(self.contexts)} contexts but {len(self.log_weights)} log weights"
+            )
+        self.size = len(self.contexts)
+        self.log_total = logsumexp(self.log_weights) if self.size else NEG_INF
+        self.log_ml = log_mean_exp(self.log_weights)
+        if self.log_total == NEG_INF:
+            self.log_normalized_weights = np.full(self.size, NEG_INF)
+        else:
+            self.log_normalized_weights = self.log_weights - self.log_total
+        self.ess = ess(self.log_weights) if self.size else 0.0
+        self.log_ess = math.log(self.ess) if self.ess > 0 else NEG_INF
+
+    @property
+    def normalized_weights(self) -> np.ndarray:
+        """`W_i = exp(logw_i) / Σ exp(logw)` (all zeros when every weight is `-inf`)."""
+        return normalized_weights(self.log_weights)
+
+    @cached_property
+    def posterior(self) -> Float.chart:
+        """Normalized weights summed over identical sequences (keyed by the token tuple,
+        EOS included; units are flattened), largest first. Sequences of weight zero
+        stay in the chart with value 0.0, as in genlm-control 0.4.1."""
+        # imported on use: importing genlm.grammar takes seconds, inside a run's first step
+        from genlm.grammar import Float
+
+        chart = Float.chart()
+        for ctx, w in zip(self.contexts, self.normalized_weights):
+            chart[tuple(flatten_units(ctx))] += float(w)
+        return _normalized(chart)
+
+    @cached_property
+    def decoded_posterior(self) -> Float.chart:
+        """Posterior over the text of the finished sequences: those ending in EOS whose
+        tokens decode (bytes as UTF-8, or strings); weights renormalized over them.
+        Texts of weight zero stay in the chart with value 0.0, as in genlm-control 0.4.1."""
+        from genlm.grammar import Float
+
+        chart = Float.chart()
+        for ctx, w in zip(self.contexts, self.normalized_weights):
+            tokens = flatten_units(ctx)
+            if tokens and isinstance(tokens[-1], EndOfSequence):
+                text = _decode(tokens[:-1])
+                if text is not None:
+                    chart[text] += float(w)
+        return _normalized(chart)
+
+    def show(self) -> None:
+        """Print the sequences with their log weights, heaviest first."""
+        for i in np.argsort(-self.log_weights, kind="stable"):
+            print(f"{self.log_weights[i]:10.4f}  {self.contexts[i]!r}")
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[tuple[list, float]]:
+        return iter(zip(self.contexts, self.log_weights.tolist()))
+
+    def __getitem__(self, i: int) -> tuple[list, float]:
+        return self.contexts[i], float(self.log_weights[i])
+
+    def __str__(self) -> str:
+        return str(self.decoded_posterior)
+
+    def _repr_html_(self) -> str:
+        return self.decoded_posterior._repr_html_()
+
+
+def _decode(tokens: list) -> str | None:
+    if all(isinstance(t, (bytes, bytearray)) for t in tokens):
+        try:
+            return b"".join(tokens).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if all(isinstance(t, str) for t in tokens):
+        return "".join(tokens)
+    return None
+
+
+def _normalized(chart: Float.chart) -> Float.chart:
+    if not chart:
+        return chart
+    return chart.normalize().sort_descending()
+
+
+__all__ = ["Sequences"]

@@ -1,0 +1,147 @@
+"""One SMC step's model calls: batched sampler and critic calls, per-slot streams, retries.
+
+The live particles of a run share one unit sampler and critic, so a step makes one
+`batch_sample` call (and one `batch_logw_eos`, one `critic.batch_score`) for all of
+them and returns their `Proposals`; it changes nothing, so a step whose batch was
+abandoned by another run's cancelled task is simply run again. Each slot draws
+from its own Philox stream, a function of the run's seed, the step and the slot,
+so a seeded run is reproducible whatever runs beside it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+
+from genlm.control.sampler.token import TokenSampler
+from genlm.control.smc.state import Proposals, ends_with
+from genlm.control.util import flatten_units
+from genlm.control.weights import NEG_INF
+from genlm.control.window import BatchAbandoned, gather_or_cancel
+
+# A step whose batch was abandoned by another run's cancelled task is retried; the
+# bound only guards against a livelock.
+_MAX_ATTEMPTS = 16
+
+
+class SlotStreams:
+    """The generators of a run's particle slots, one independent stream per (step, slot).
+
+    Philox is counter based: under the run's key, the stream of slot `s` at step `t`
+    starts at counter `(t, s)` (2^128 blocks from any other), so it is a function of
+    the run's seed, the step and the slot only. One `Generator` per slot is made once
+    and re-pointed at each step, which costs no seed hashing.
+    """
+
+    def __init__(self, root: np.random.SeedSequence):
+        words = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1)).generate_state(2, np.uint64)
+        self._key = words
+        self._gens: dict[int, np.random.Generator] = {}
+
+    def at(self, step: int, slots: Any) -> list[np.random.Generator]:
+        """The generators of `slots` for step `step`, each at the start of its stream."""
+        out = []
+        for slot in slots:
+            slot = int(slot)
+            gen = self._gens.get(slot)
+            if gen is None:
+                gen = self._gens[slot] = np.random.Generator(np.random.Philox(key=self._key))
+            gen.bit_generator.state = {
+                "bit_generator": "Philox",
+                "state": {"counter": np.array([0, 0, slot, step], dtype=np.uint64), "key": self._key},
+                "buffer": np.zeros(4, dtype=np.uint64),
+                "buffer_pos": 4,
+                "has_uint32": 0,
+                "uinteger": 0,
+            }
+            out.append(gen)
+        return out
+
+
+async def retrying(call: Callable[[], Any]) -> Any:
+    """`await call()`, run again when its batch was abandoned by another run's task."""
+    for attempt in range(_MAX_ATTEMPTS):
+        try:
+            return await call()
+        except BatchAbandoned:
+            if attempt + 1 == _MAX_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _sample_all(sampler: Any, contexts: list[list], rngs: list) -> list:
+    """The sampler's `batch_sample`; a duck-typed unit sampler without one (0.4.1
+    harnesses build `SequenceModel`s with such) gets `TokenSampler`'s default, one
+    `sample` per context under its generator."""
+    batch = getattr(sampler, "batch_sample", None) or partial(TokenSampler.batch_sample, sampler)
+    return list(await batch(contexts, rngs))
+
+
+async def _logw_eos_all(sampler: Any, contexts: list[list]) -> list:
+    batch = getattr(sampler, "batch_logw_eos", None) or partial(TokenSampler.batch_logw_eos, sampler)
+    return list(await batch(contexts))
+
+
+async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[list, np.ndarray]:
+    """A unit after each context (EOS forced, with its `logw_eos`, at `max_tokens - 1`)."""
+    sampler, n = model.unit_sampler, len(contexts)
+    forced = [i for i, c in enumerate(contexts) if len(c) >= model.max_tokens - 1]
+    drawn = [i for i, c in enumerate(contexts) if len(c) < model.max_tokens - 1]
+    calls = []
+    if drawn:
+        calls.append(_sample_all(sampler, [contexts[i] for i in drawn], [rngs[i] for i in drawn]))
+    if forced:
+        calls.append(_logw_eos_all(sampler, [contexts[i] for i in forced]))
+    results = await calls[0] if len(calls) == 1 else await gather_or_cancel(*calls)
+    if len(calls) == 1:
+        results = [results]
+    units: list[Any] = [None] * n
+    logws = np.zeros(n, dtype=np.float64)
+    if drawn:
+        for i, (unit, logw, _) in zip(drawn, results[0]):
+            units[i], logws[i] = unit, float(logw)
+    if forced:
+        for i, logw in zip(forced, results[-1]):
+            units[i], logws[i] = model.eos, float(logw)
+    return units, logws
+
+
+async def _scores(critic: Any, contexts: list[list]) -> list:
+    if getattr(critic, "collects_calls", False):  # declared by the autobatched view
+        return list(await critic.batch_score(contexts))
+    # SMC(autobatch=False): one call per particle
+    return await gather_or_cancel(*(critic.score(c) for c in contexts))
+
+
+async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: list) -> Proposals:
+    """One step of particles that share `model`'s unit sampler and critic.
+
+    Context `i` (with twist `twists[i]`) gets a unit drawn with `rngs[i]`; a
+    `terminate_when` that holds closes it with EOS (adding its `logw_eos`); the critic
+    scores each extended context whose increment is above `-inf`.
+    """
+    lists = [list(c) for c in contexts]
+    units, logws = await _draw_units(model, lists, rngs)
+    news = [[*c, u] for c, u in zip(lists, units)]
+    ends = [ends_with(u, model.eos) for u in units]
+    stop = model.terminate_when
+    stopped = [i for i in range(len(news)) if not ends[i] and stop is not None and stop(news[i])]
+    if stopped:
+        for i, logw in zip(stopped, await _logw_eos_all(model.unit_sampler, [news[i] for i in stopped])):
+            logws[i] += float(logw)
+            news[i].append(model.eos)
+            ends[i] = True
+    new_twists = np.array(twists, dtype=np.float64)
+    scored = np.zeros(len(news), dtype=bool)
+    if model.critic is not None:
+        scored[:] = logws > NEG_INF
+        rows = np.flatnonzero(scored)
+        if rows.size:
+            values = await _scores(model.critic, [flatten_units(news[i]) for i in rows.tolist()])
+            new_twists[rows] = [float(v) for v in values]
+    return Proposals([tuple(c) for c in news], logws, new_twists, scored, np.array(ends, dtype=bool))
+
+
+__all__ = ["SlotStreams", "propose", "retrying"]

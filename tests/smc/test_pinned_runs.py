@@ -1,0 +1,70 @@
+"""The SMC refactor into `genlm.control.smc` changed no draw and no weight.
+
+Each run in `pinned_runs.RUNS` was recorded (`log_ml`, every log weight, as
+`float.hex`, and the contexts) from the code before the move; the runs cover the
+direct sampler at ESS 0.5, 1 and 0 with every resampling method, a critic, AWRS
+(race search and the recursive estimator, no `seed=`), a multi-token unit sampler,
+a trie set sampler and `terminate_when` with `max_tokens` truncation.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pinned_runs import RUNS, digest
+
+PINNED = {
+    "direct_ess_half": (
+        "-0x1.bfb4f9dfc80d8p-2",
+        "5tl3dqt$|5ta5$|$|vsrhgzc$|bkjby5$|$|wm$|gd0omjr$|v58m$|3qenabq$|$|3kst6mo$",
+        ['-0x1.e5a9a7c3ac418p+0', '-0x1.0000000000000p-50', '0x0.0p+0', '-0x1.e5a9a7c3ac419p+0', '-0x1.c000000000000p-50', '0x0.0p+0', '0x0.0p+0', '-0x1.e5a9a7c3ac419p+0', '-0x1.0000000000000p-51', '-0x1.e5a9a7c3ac41bp+0', '0x0.0p+0', '-0x1.e5a9a7c3ac416p+0'],
+    ),
+    "direct_always_systematic": (
+        "-0x1.5523d15abc838p-2",
+        "$|$|$|$|2$|5656q$|$|ygmk4$|x24ia$",
+        ['-0x1.0000000000000p-51', '-0x1.0000000000000p-51', '-0x1.0000000000000p-51', '-0x1.0000000000000p-51', '-0x1.0000000000000p-51', '-0x1.e5a9a7c3ac41ap+0', '-0x1.0000000000000p-51', '-0x1.e5a9a7c3ac41ap+0', '-0x1.e5a9a7c3ac41ap+0'],
+    ),
+    "direct_never_residual": (
+        "-0x1.de5dc7c5c4b60p-1",
+        "5euo$|kbbs$|$|gy$|wpiu$|5xfj$|wb8f$",
+        ['-0x1.e5a9a7c3ac41bp+0', '-0x1.e5a9a7c3ac41cp+0', '0x0.0p+0', '-0x1.0000000000000p-51', '-0x1.e5a9a7c3ac417p+0', '-0x1.e5a9a7c3ac419p+0', '-0x1.e5a9a7c3ac41ap+0'],
+    ),
+    "critic_stratified": (
+        "-0x1.3ef1e3efae75cp-1",
+        "r0fw3r$|$|28mbrx$|bbbbbm$|$|g$|kt$|z$|weqe4o$|56529n$",
+        ['-0x1.72d4d3e1d620bp+1', '0x0.0p+0', '-0x1.72d4d3e1d620cp+1', '-0x1.e5a9a7c3ac422p+0', '0x0.0p+0', '-0x1.0000000000000p-52', '0x0.0p+0', '0x0.0p+0', '-0x1.32d4d3e1d620ep+1', '-0x1.196a69f0eb106p+2'],
+    ),
+    "awrs_search": (
+        "-0x1.a97ce16b2db68p-2",
+        "$|ker3rd$|4mx$|w$|r3d4$|51h$|stn4g$|v56vvs$|3yg65t$|31128h$",
+        ['0x1.2400000000000p-46', '-0x1.e5a9a7c3ac22dp+0', '0x1.3c00000000000p-44', '0x1.2600000000000p-45', '0x1.4494000000000p-38', '0x1.3000000000000p-44', '0x1.8400000000000p-44', '-0x1.e5a9a7c3a9d8ep+0', '-0x1.e5a9a7c3ac26ap+0', '-0x1.e5a9a7c3a9c2ep+0'],
+    ),
+    "awrs_recursive_critic": (
+        "-0x1.454b7bac06a8ep+0",
+        "w3r$|rpmpy$|565hp$|56nb8$|565op$|56$|$|48f98$",
+        ['-0x1.ffffffffffffep-2', '-0x1.e5a9a7c3ac415p+0', '-0x1.b2d4d3e1d620dp+1', '-0x1.b2d4d3e1d620ep+1', '-0x1.b2d4d3e1d620cp+1', '-0x1.0000000000001p+0', '0x0.0p+0', '-0x1.f2d4d3e1d620cp+1'],
+    ),
+    "multi_token_units": (
+        "-0x1.3e37512258048p-2",
+        "v$|kbk$|sm$|s76r3s$|565r$|st$|b$|4yt$",
+        ['0x0.0p+0', '-0x1.0000000000000p-51', '0x0.0p+0', '-0x1.b2d4d3e1d620ap+1', '-0x1.8000000000002p+0', '0x0.0p+0', '-0x1.0000000000000p-51', '-0x1.0000000000000p-1'],
+    ),
+    "eager_set_sampler": (
+        "-0x1.320dd25be2f20p+2",
+        "5$|$|$|$|$|$",
+        ['-0x1.320dd25be2f20p+2', '-0x1.320dd25be2f20p+2', '-0x1.320dd25be2f20p+2', '-0x1.320dd25be2f20p+2', '-0x1.320dd25be2f20p+2', '-0x1.320dd25be2f20p+2'],
+    ),
+    "terminate_when_z": (
+        "-0x1.2d6f9b78b5270p-2",
+        "5111d$|ki$|$|$|3yw0j7pe$|vl3rhhph$|$|2$|$|0mt7am82$",
+        ['0x1.0000000000000p-52', '0x0.0p+0', '0x0.0p+0', '0x0.0p+0', '-0x1.e5a9a7c3ac418p+0', '-0x1.e5a9a7c3ac416p+0', '0x0.0p+0', '0x0.0p+0', '0x0.0p+0', '-0x1.e5a9a7c3ac419p+0'],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+async def test_seeded_run_is_bit_for_bit_what_it_was(name):
+    log_ml, text, log_weights = PINNED[name]
+    got_ml, got_weights, got_text = digest(await RUNS[name]())
+    assert got_text == text
+    assert got_weights == log_weights
+    assert got_ml == log_ml
