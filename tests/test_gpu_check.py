@@ -17,6 +17,16 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+
+
+@pytest.fixture
+def benchmarks(monkeypatch):
+    """`benchmarks(name)`: the module `benchmarks/<name>.py`, importable (with its
+    siblings) for the duration of the test only."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module
 TIMED = ("floor_ms_per_step", "smc_ms_per_step", "ratio")
 
 
@@ -82,9 +92,9 @@ def test_markdown_table_has_the_columns_and_one_line_per_row(smoke):
         assert cells[8] == "n/a"
 
 
-def test_byte_level_tokenizer_has_the_model_size_and_round_trips():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from _gpu_check_models import EOS, byte_level_tokenizer
+def test_byte_level_tokenizer_has_the_model_size_and_round_trips(benchmarks):
+    _gpu_check_models = benchmarks("_gpu_check_models")
+    EOS, byte_level_tokenizer = _gpu_check_models.EOS, _gpu_check_models.byte_level_tokenizer
     from genlm.backend.tokenization.vocab import decode_vocab
 
     tok = byte_level_tokenizer(600)
@@ -98,9 +108,9 @@ def test_byte_level_tokenizer_has_the_model_size_and_round_trips():
         byte_level_tokenizer(10)
 
 
-def test_failing_part_is_recorded_and_the_report_still_written(tmp_path):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from _gpu_check_report import markdown, write_report
+def test_failing_part_is_recorded_and_the_report_still_written(tmp_path, benchmarks):
+    report_module = benchmarks("_gpu_check_report")
+    markdown, write_report = report_module.markdown, report_module.write_report
 
     report = {
         "mode": "cuda",
@@ -119,9 +129,8 @@ def test_failing_part_is_recorded_and_the_report_still_written(tmp_path):
     assert "| passed | 3 | 0 | 1 | 0 |" in markdown(report)
 
 
-def test_gpu_test_outcomes_are_counted_from_pytest_summary(monkeypatch):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import gpu_check
+def test_gpu_test_outcomes_are_counted_from_pytest_summary(monkeypatch, benchmarks):
+    gpu_check = benchmarks("gpu_check")
 
     def fake_run(cmd, **kwargs):
         assert cmd[1:5] == ["-m", "pytest", "-m", "gpu"] and kwargs["timeout"] == 7.0
@@ -142,11 +151,10 @@ def test_gpu_test_outcomes_are_counted_from_pytest_summary(monkeypatch):
     assert gpu_check.run_gpu_tests(7.0) == {"status": "timeout after 7 s", "tail": "..partial"}
 
 
-def test_rows_past_the_time_budget_are_recorded_as_skipped():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+def test_rows_past_the_time_budget_are_recorded_as_skipped(benchmarks):
     import asyncio
 
-    import gpu_check
+    gpu_check = benchmarks("gpu_check")
 
     rows = asyncio.run(gpu_check.benchmark("cpu", True, 1, deadline=0.0))
     assert [(r["workload"], r["n"], r["status"]) for r in rows] == [
@@ -158,11 +166,10 @@ def test_rows_past_the_time_budget_are_recorded_as_skipped():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-async def test_hf_backend_on_cuda_matches_cpu():  # pragma: no cover - needs a GPU
+async def test_hf_backend_on_cuda_matches_cpu(benchmarks):  # pragma: no cover - needs a GPU
     """`PromptedLLM` over the HF backend with the model on the GPU gives the CPU's rows
     (float32 rounding), and SMC runs on it; a bf16 copy stays within bf16 rounding."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from _gpu_check_models import prompted_over
+    prompted_over = benchmarks("_gpu_check_models").prompted_over
 
     from genlm.control import PromptedLLM, direct_token_sampler
     from genlm.control.embedded import EMBEDDED_MODEL

@@ -2,17 +2,14 @@
 
 import html.parser
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from toys import ab_lm, no_bb
 
 from genlm.control import SMC, InferenceVisualizer, direct_token_sampler
 from genlm.control.sampler.record import RunRecord, StepRecord
 from genlm.control.viz import render_html
-
-sys.path.insert(0, str(Path(__file__).parent / "sampler"))
-from toys import ab_lm, no_bb  # noqa: E402
 
 
 class _Page(html.parser.HTMLParser):

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-import ray_toys as toys  # noqa: E402
+from toys import ray_setups as toys  # noqa: E402
 
 from genlm.control.distributed import Pool, ProblemFailed, SetupFailed, problem_seeds  # noqa: E402
 
@@ -233,10 +233,12 @@ def test_ctrl_c_under_asyncio_run_stops_the_script_and_its_actors(tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
     script.write_text(
-        toys.INTERRUPTED_SCRIPT.format(toys_dir=str(Path(toys.__file__).parent), marker_dir=str(markers))
+        toys.INTERRUPTED_SCRIPT.format(marker_dir=str(markers))
     )
+    tests = str(Path(toys.__file__).resolve().parents[1])  # where the `toys` package lives
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
         deadline = time.monotonic() + 60

@@ -3,9 +3,9 @@ import warnings
 
 import numpy as np
 import pytest
-from core_toys import Tabular, random_tabular
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toys.core import Tabular, random_tabular
 
 from genlm.control import EOS, Potential
 from genlm.control.potential import Normalized, Product, Tempered

@@ -2,7 +2,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from core_toys import Tabular, random_tabular
+from toys.core import Tabular, random_tabular
 
 from genlm.control.potential import AutoBatchedPotential
 from genlm.control.testing import assert_autobatch_consistency

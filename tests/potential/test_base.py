@@ -3,10 +3,10 @@ import math
 
 import numpy as np
 import pytest
-from core_toys import Tabular, random_tabular
 from genlm.backend.tokenization import Token
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toys.core import Tabular, random_tabular
 
 from genlm.control import EOS, Potential
 from genlm.control.potential.base import SparseLogws

@@ -4,10 +4,10 @@ import warnings
 
 import numpy as np
 import pytest
-from core_toys import Tabular, random_tabular
 from genlm.backend.tokenization import Token
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toys.core import Tabular, random_tabular
 
 from genlm.control import AWRS, EOS, Potential
 from genlm.control.potential import Coerced

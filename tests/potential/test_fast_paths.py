@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from core_toys import random_tabular
+from toys.core import random_tabular
 
 from genlm.control import WFSA, BoolCFG, BoolFSA, JsonSchema, Potential
 from genlm.control.potential import fast_paths

@@ -5,11 +5,11 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from constraint_helpers import embedded_tokenizer, embedded_vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import ValidationError
 from jsonschema.validators import extend, validator_for
+from toys.constraints import embedded_tokenizer, embedded_vocab
 
 from genlm.control import EOS, JsonSchema
 from genlm.control.potential.coerce import Coerced

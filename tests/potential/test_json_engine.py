@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
-from json_engine_helpers import (  # noqa: E402
+from test_json import mutate  # noqa: E402
+from toys.json_engine import (  # noqa: E402
     EngineBytes,
     RecognizerBytes,
     disagreement_along,
     first_disagreement,
 )
-from test_json import mutate  # noqa: E402
 
 from genlm.control import JsonSchema  # noqa: E402
 from genlm.control.potential.built_in.json_schema._json_exact import REASONS, engine_difference  # noqa: E402

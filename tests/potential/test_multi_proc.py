@@ -1,4 +1,5 @@
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from core_toys import random_tabular
+from toys.core import random_tabular
 
 from genlm.control.potential import MultiProcPotential
 from genlm.control.potential.multi_proc import WorkerDied
@@ -46,8 +47,7 @@ def test_num_workers_must_be_positive():
 
 # Faults -------------------------------------------------------------------------
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
-from worker_toys import Faulty  # noqa: E402
+from toys.workers import Faulty  # noqa: E402
 
 
 def _gone(pid: int) -> bool:
@@ -130,8 +130,7 @@ async def test_calls_beyond_the_workers_wait_their_turn():
 
 EXIT_SCRIPT = """
 import asyncio, sys
-sys.path.insert(0, {toys!r})
-from worker_toys import Faulty
+from toys.workers import Faulty
 
 if __name__ == "__main__":
     mp = Faulty("hang").to_multiprocess(num_workers=2)
@@ -145,8 +144,10 @@ if __name__ == "__main__":
 
 def test_the_interpreter_exits_with_a_worker_stuck_in_a_call(tmp_path):
     script = tmp_path / "stuck.py"
-    script.write_text(EXIT_SCRIPT.format(toys=str(Path(__file__).resolve().parent.parent / "reliability")))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    script.write_text(EXIT_SCRIPT)
+    tests = str(Path(__file__).resolve().parent.parent)  # where the `toys` package lives
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     pids = [int(p) for p in done.stdout.split()]
     assert len(pids) == 2 and all(_gone(pid) for pid in pids)

@@ -5,11 +5,12 @@ import math
 
 import numpy as np
 import pytest
-from core_toys import random_tabular
 from genlm.grammar import WFSA as GrammarWFSA
 from genlm.grammar import Float
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toys.core import random_tabular
+from toys.counted import CountedRows, twins
 
 from genlm.control import WCFG, WFSA, BoolCFG, BoolFSA, JsonSchema
 from genlm.control.potential.coerce import Coerced, stateful_potential
@@ -141,29 +142,6 @@ async def test_base_potential_carries_no_state():
 # The coerced trie walk ------------------------------------------------------
 
 
-class Counted:
-    """Mixin counting every async call that could answer a `logw_next` row."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.asked = 0
-
-    async def logw_next(self, context):
-        self.asked += 1
-        return await super().logw_next(context)
-
-    async def batch_logw_next(self, contexts):
-        self.asked += 1
-        return await super().batch_logw_next(contexts)
-
-
-def twins(cls):
-    """A counted stateful subclass of `cls` and a counted one that replays contexts."""
-    carried = type(f"Counted{cls.__name__}", (Counted, cls), {})
-    replayed = type(f"Replayed{cls.__name__}", (Counted, cls), {"stateful": False})
-    return carried, replayed
-
-
 def token_vocab(alphabet: bytes, extra=()):
     """All strings of one and two bytes over `alphabet`, and `extra`."""
     one = [bytes([a]) for a in alphabet]
@@ -194,10 +172,10 @@ PAIRS = {
     ),
 }
 CLASSES = {
-    "wcfg": twins(WCFG),
-    "boolcfg": twins(BoolCFG),
-    "wfsa-nondeterministic": twins(WFSA),
-    "json": twins(JsonSchema),
+    "wcfg": twins(WCFG, CountedRows),
+    "boolcfg": twins(BoolCFG, CountedRows),
+    "wfsa-nondeterministic": twins(WFSA, CountedRows),
+    "json": twins(JsonSchema, CountedRows),
 }
 
 

@@ -2,9 +2,9 @@ import math
 
 import lark
 import pytest
-from constraint_helpers import embedded_vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toys.constraints import embedded_vocab
 
 from genlm.control import EOS, WCFG, BoolCFG
 from genlm.control.testing import check_potential

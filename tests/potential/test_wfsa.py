@@ -4,11 +4,11 @@ import re
 import numpy as np
 import pytest
 import regex
-from constraint_helpers import embedded_vocab
 from genlm.grammar import WFSA as GrammarWFSA
 from genlm.grammar import Boolean, Float, Log
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toys.constraints import embedded_vocab
 
 from genlm.control import EOS, WFSA, BoolFSA
 from genlm.control.testing import check_potential

@@ -5,7 +5,7 @@ import math
 import os
 
 import pytest
-from reliability_toys import AB, NoBB, ab_lm, assert_clear_error, undocumented
+from toys.reliability import AB, NoBB, ab_lm, assert_clear_error, undocumented
 
 from genlm.control import (
     AWRS,

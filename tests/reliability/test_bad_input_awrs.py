@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from reliability_toys import AB, NoBB, ab_lm, assert_clear_error, undocumented
+from toys.reliability import AB, NoBB, ab_lm, assert_clear_error, undocumented
 
 from genlm.control import AWRS, Potential
 from genlm.control.constant import EndOfSequence

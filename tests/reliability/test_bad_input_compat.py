@@ -8,7 +8,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from reliability_toys import AB, NoBB, ab_lm, assert_clear_error, undocumented
+from toys.reliability import AB, NoBB, ab_lm, assert_clear_error, undocumented
 
 from genlm.control import (
     BoolFSA,

@@ -4,13 +4,10 @@
 import importlib.util
 import sys
 import threading
-from pathlib import Path
 
 import pytest
-from reliability_toys import assert_clear_error, undocumented
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "distributed"))
-import ray_toys as toys  # noqa: E402
+from toys import ray_setups as toys
+from toys.reliability import assert_clear_error, undocumented
 
 from genlm.control.distributed import Pool, SetupFailed  # noqa: E402
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from reliability_toys import assert_clear_error, undocumented
+from toys.reliability import assert_clear_error, undocumented
 
 from genlm.control import PromptedLLM
 from genlm.control.embedded import EMBEDDED_MODEL

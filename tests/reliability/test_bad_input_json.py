@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from reliability_toys import undocumented
+from toys.reliability import undocumented
 
 from genlm.control import JsonSchema
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reliability_toys import ab_lm, assert_clear_error, undocumented
+from toys.reliability import ab_lm, assert_clear_error, undocumented
 
 from genlm.control import direct_token_sampler
 from genlm.control.constant import EOS

@@ -6,7 +6,7 @@ import pickle
 
 import psutil
 import pytest
-from worker_toys import BrokenSpawn, FailsToLoad, Faulty, HangsInSpawn, NoSpawn, Unpicklable
+from toys.workers import BrokenSpawn, FailsToLoad, Faulty, HangsInSpawn, NoSpawn, Unpicklable
 
 from genlm.control.potential import MultiProcPotential
 from genlm.control.potential.multi_proc import WorkerDied

@@ -3,7 +3,7 @@
 declared with something other than a method."""
 
 import pytest
-from reliability_toys import NoBB, ab_lm, assert_clear_error, undocumented
+from toys.reliability import NoBB, ab_lm, assert_clear_error, undocumented
 
 from genlm.control import AWRS, WFSA, BoolCFG
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from reliability_toys import ab_lm, undocumented
+from toys.reliability import ab_lm, undocumented
 
 from genlm.control import InferenceVisualizer, PromptedLLM, direct_token_sampler
 from genlm.control.cli import main

@@ -6,7 +6,7 @@ import asyncio
 import os
 
 import pytest
-from reliability_toys import assert_clear_error, undocumented
+from toys.reliability import assert_clear_error, undocumented
 
 from genlm.control import BoolCFG, BoolFSA, JsonSchema
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from reliability_toys import (
+from toys.reliability import (
     AB,
     CountCritic,
     Faulty,

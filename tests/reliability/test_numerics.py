@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 import pytest
-from reliability_toys import AB, BigramLM, NoBB, ab_lm
+from toys.reliability import AB, BigramLM, NoBB, ab_lm
 
-from genlm.control import AWRS, EOS, SMC, BoolFSA, Potential, PromptedLLM, direct_token_sampler
+from genlm.control import AWRS, EOS, SMC, BoolFSA, Potential, direct_token_sampler
 from genlm.control.sampler.token import DirectTokenSampler
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -122,13 +122,6 @@ async def test_tiny_masses_do_not_underflow_to_nan():
 
 
 # Half-precision language models ---------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def llm():
-    from genlm.control.embedded import EMBEDDED_MODEL
-
-    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
 
 
 def _as_dtype(llm, dtype):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sampler_toys import LETTERS, NextTable, lm, random_masks, toy_strategy
+from toys.tables import LETTERS, NextTable, lm, random_masks, toy_strategy
 
 from genlm.control import EOS
 from genlm.control.sampler.awrs import AWRS

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from sampler_toys import LETTERS, NextTable, lm, random_masks
+from toys.tables import LETTERS, NextTable, lm, random_masks
 
 from genlm.control import EOS
 from genlm.control.sampler.awrs import AWRS

@@ -89,10 +89,6 @@ def test_zero_weight_sequences_stay_with_value_zero():
 
 
 async def test_posterior_of_a_run_where_some_particles_die_counts_every_response():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from toys import AB, BoolPotential, ab_lm
 
     from genlm.control import SMC, direct_token_sampler

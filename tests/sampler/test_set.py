@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampler_toys import LETTERS, NextTable, SetAsTokens, item_potential, lm, random_rows
+from toys.tables import LETTERS, NextTable, SetAsTokens, item_potential, lm, random_rows
 
 from genlm.control import EOS
 from genlm.control.draw import using_rng
@@ -128,3 +128,40 @@ def test_bad_inputs():
         EagerSetSampler(llm, lm(LETTERS[:3], 0))
     with pytest.raises(TypeError, match="SetSampler"):
         SetTokenSampler(llm)
+
+
+async def per_token_exact_logws(sampler, context, tokens) -> list[float]:
+    """`log w(x) + Σ_d item.logw_next(β(ctx) + x[:d])[x_d]` token by token, stopping
+    at the first zero (the definition `exact_logws` computes by one trie walk)."""
+    w = (await sampler.iter_potential.logw_next(context)).weights
+    items = list(b"".join(context))
+    out = []
+    for i in tokens:
+        x, log_phi = sampler.iter_potential.vocab[i], 0.0
+        for d, b in enumerate(x):
+            if log_phi == -np.inf:
+                break
+            log_phi += (await sampler.item_potential.logw_next(items + list(x[:d])))[b]
+        out.append(float(w[i]) + log_phi)
+    return out
+
+
+@settings_
+@given(
+    st.sampled_from(VOCABS), st.integers(0, 2**16), st.sampled_from([0.0, 0.4, 0.8]), st.sampled_from([0, 64]), st.data()
+)
+def test_exact_logws_equal_the_per_token_walk(vocab, seed, item_zero, few_paths, data):
+    """Both walks (the trie's level walk, forced by `FEW_PATHS = 0`, and the per-path one)."""
+    from genlm.control.sampler.set import _Walk
+
+    async def check():
+        llm = llm_over(vocab, seed, 0.0)
+        items = item_potential(b"abc", seed + 1, item_zero)
+        sampler = TopKSetSampler(llm, items, None)
+        sampler.FEW_PATHS = few_paths
+        for ctx in await live_contexts(vocab, items):
+            tokens = data.draw(st.lists(st.integers(0, len(vocab) - 1), unique=True))
+            view = _Walk(sampler, ctx, await sampler.iter_potential.logw_next(ctx))
+            assert await sampler.exact_logws(view, tokens) == await per_token_exact_logws(sampler, ctx, tokens)
+
+    asyncio.run(check())

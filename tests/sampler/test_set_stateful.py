@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampler_toys import NextTable, SetAsTokens, random_rows
+from toys.counted import twins
+from toys.tables import NextTable, SetAsTokens, random_rows
 
 from genlm.control import WCFG, WFSA, BoolFSA, JsonSchema
 from genlm.control.draw import using_rng
@@ -13,37 +14,6 @@ from genlm.control.sampler.set import EagerSetSampler, SetTokenSampler, TopKSetS
 from genlm.control.testing import assert_properly_weighted, enumerate_sampler, expected_logws
 
 NEG_INF = float("-inf")
-
-
-class Counted:
-    """Mixin counting every async call of the item potential."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.asked = 0
-
-    async def logw_next(self, context):
-        self.asked += 1
-        return await super().logw_next(context)
-
-    async def batch_logw_next(self, contexts):
-        self.asked += 1
-        return await super().batch_logw_next(contexts)
-
-    async def prefix(self, context):
-        self.asked += 1
-        return await super().prefix(context)
-
-    async def complete(self, context):
-        self.asked += 1
-        return await super().complete(context)
-
-
-def twins(cls):
-    """A counted stateful subclass of `cls` and a counted one that replays contexts."""
-    carried = type(f"Carried{cls.__name__}", (Counted, cls), {})
-    replayed = type(f"Replayed{cls.__name__}", (Counted, cls), {"stateful": False})
-    return carried, replayed
 
 
 ABC_VOCAB = [b"a", b"ab", b"abc", b"b", b"ba", b"c", b"bc", b"cab", b"cc"]

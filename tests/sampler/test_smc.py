@@ -9,6 +9,7 @@ import pytest
 from toys import (
     AB,
     BoolPotential,
+    CountCritic,
     Failing,
     Poisoned,
     Tabular,
@@ -18,7 +19,7 @@ from toys import (
     toy_backend,
 )
 
-from genlm.control import EOS, SMC, Potential, direct_token_sampler, set_draw_method
+from genlm.control import EOS, SMC, direct_token_sampler, set_draw_method
 from genlm.control.draw import get_draw_method
 from genlm.control.sampler.record import RunRecord
 from genlm.control.sampler.resampling import RESAMPLING_METHODS
@@ -26,19 +27,8 @@ from genlm.control.sampler.smc import SequenceModel, smc_standard
 from genlm.control.sampler.token import DirectTokenSampler, TokenSampler
 
 METHODS = sorted(RESAMPLING_METHODS)
-
-
-class CountCritic(Potential):
-    """A real-valued critic: `prefix = -0.9·#b`, `complete = -1.5·#b - 0.5·[odd length]`."""
-
-    def __init__(self):
-        super().__init__(AB)
-
-    async def prefix(self, context):
-        return -0.9 * context.count(b"b")
-
-    async def complete(self, context):
-        return -1.5 * context.count(b"b") - 0.5 * (len(context) % 2)
+# The critic of these tests: `prefix = -0.9·#b`, `complete = -1.5·#b - 0.5·[odd length]`.
+CRITIC = (0.9, 1.5, 0.5)
 
 
 async def _runs(smc: SMC, runs: int, **kw):
@@ -97,7 +87,7 @@ async def test_product_proposal_matches_exact_posterior(method):
 
 @pytest.mark.parametrize("method", METHODS)
 async def test_critic_matches_exact_posterior(method):
-    lm, critic = ab_lm(), CountCritic()
+    lm, critic = ab_lm(), CountCritic(*CRITIC)
     exact = await enumerate_target(lambda xs: _sum(lm.complete(xs), critic.complete(xs)), AB, 5)
     z, posts = await _runs(
         SMC(direct_token_sampler(lm), critic), 300,
@@ -130,7 +120,7 @@ def _lm_logp(lm, xs) -> float:
 
 @pytest.mark.parametrize("max_tokens", [1, 2, 3, 5])
 async def test_final_weights_are_target_times_critic_over_proposal(max_tokens):
-    lm, critic = ab_lm(), CountCritic()
+    lm, critic = ab_lm(), CountCritic(*CRITIC)
     seqs = await SMC(direct_token_sampler(lm), critic)(40, 0.0, max_tokens, seed=1)
     for ctx, logw in seqs:
         assert ctx[-1] == EOS and len(ctx) <= max_tokens and EOS not in ctx[:-1]
@@ -237,7 +227,7 @@ async def test_seed_is_reproducible_solo_and_gathered(draw_method):
     set_draw_method(draw_method)
     try:
         lm = ab_lm()
-        smc = SMC(direct_token_sampler(lm), CountCritic())
+        smc = SMC(direct_token_sampler(lm), CountCritic(*CRITIC))
         kw = dict(n_particles=8, ess_threshold=0.6, max_tokens=6, resampling_method="stratified")
         solo = await smc(seed=11, **kw)
         again = await smc(seed=11, **kw)
@@ -284,8 +274,8 @@ async def test_batched_step_draws_what_per_particle_steps_draw(draw_method):
     set_draw_method(draw_method)
     try:
         kw = dict(n_particles=7, ess_threshold=0.7, max_tokens=5)
-        batched = await SMC(direct_token_sampler(ab_lm()), CountCritic())(seed=3, **kw)
-        single = await SMC(PerParticle(ab_lm()), CountCritic())(seed=3, **kw)
+        batched = await SMC(direct_token_sampler(ab_lm()), CountCritic(*CRITIC))(seed=3, **kw)
+        single = await SMC(PerParticle(ab_lm()), CountCritic(*CRITIC))(seed=3, **kw)
         model = SequenceModel(DuckSampler(direct_token_sampler(ab_lm())), max_tokens=5)
         duck = await smc_standard(model, 7, 0.7, seed=3)
         plain = await smc_standard(SequenceModel(direct_token_sampler(ab_lm()), max_tokens=5), 7, 0.7, seed=3)
@@ -370,12 +360,12 @@ async def test_critic_error_raises():
             return await super().prefix(context)
 
     with pytest.raises(KeyError, match="critic broke"):
-        await SMC(direct_token_sampler(ab_lm()), Broken())(5, 0.5, 5, seed=0)
+        await SMC(direct_token_sampler(ab_lm()), Broken(*CRITIC))(5, 0.5, 5, seed=0)
     assert _only_this_task()
 
 
 async def test_failing_run_does_not_corrupt_a_gathered_run():
-    good = SMC(direct_token_sampler(ab_lm()), CountCritic())
+    good = SMC(direct_token_sampler(ab_lm()), CountCritic(*CRITIC))
     kw = dict(n_particles=6, ess_threshold=0.5, max_tokens=6)
     solo = await good(seed=3, **kw)
     bad = SMC(direct_token_sampler(Failing(ab_lm(), at=2)))
@@ -390,7 +380,7 @@ async def test_cancelling_one_gathered_run_leaves_the_others_correct(victim):
     # the first run's particles usually hold the shared batches, so cancelling it
     # abandons the others' requests, which must be served again
     lm = ab_lm()
-    smc = SMC(direct_token_sampler(lm), CountCritic())
+    smc = SMC(direct_token_sampler(lm), CountCritic(*CRITIC))
     kw = dict(n_particles=6, ess_threshold=0.5, max_tokens=8)
     solos = [await smc(seed=s, **kw) for s in range(3)]
     for delay in range(0, 40, 3):

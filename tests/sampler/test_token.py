@@ -5,7 +5,7 @@ import asyncio
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from sampler_toys import LETTERS, NextTable, lm, toys
+from toys.tables import LETTERS, NextTable, lm, toys
 
 from genlm.control import EOS
 from genlm.control.draw import using_rng

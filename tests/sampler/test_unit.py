@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampler_toys import LETTERS, NextTable, lm, random_rows, toy_strategy, toys
+from toys.tables import LETTERS, NextTable, lm, random_rows, toy_strategy, toys
 
 from genlm.control import EOS
 from genlm.control.draw import using_rng

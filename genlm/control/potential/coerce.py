@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from genlm.control._trie import SymbolTrie
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, host_rows
@@ -55,54 +55,37 @@ def stateful_potential(potential: Potential) -> Potential | None:
     return fast_paths.carrier(potential)
 
 
-@dataclass(frozen=True, eq=False)
-class SymbolTrie:
-    """The trie of `f([x])` over the tokens `x` of a vocabulary.
+class CarriedNodes:
+    """A stateful potential's states and rows at the trie nodes below one context.
 
-    Nodes are numbered in breadth-first order; node 0 is the root.
-
-    Attributes:
-        vocab: the tokens the trie was built from.
-        paths: `tuple(f([x]))` for each token.
-        leaf: node reached by each token's path.
-        parent, symbol, depth: per node (the root's parent is -1, its symbol None).
-        levels: per depth d ≥ 1, the array of node ids at that depth.
+    `state(node)` is the state after `base + path(node)`: its parent's, advanced by
+    the node's symbol (`state(0) = state_of(base)`); `row(node)` its `logw_next_of`,
+    wrapped as `LazyWeights`. Both are kept once computed.
     """
 
-    vocab: list
-    paths: list
-    leaf: np.ndarray
-    parent: np.ndarray
-    symbol: list
-    levels: list
+    def __init__(self, carrier: Potential, trie: SymbolTrie, base: list):
+        self.carrier, self.trie = carrier, trie
+        self.states: dict[int, Any] = {0: carrier.state_of(base)}
+        self.rows: dict[int, LazyWeights] = {}
 
-    @classmethod
-    def build(cls, vocab: Sequence[Any], f: Callable[[list], Any]) -> "SymbolTrie":
-        paths = [tuple(f([x])) for x in vocab]
-        children: list[dict] = [{}]
-        parent, symbol, depth = [-1], [None], [0]
-        leaf = np.empty(len(paths), dtype=np.int64)
-        for i, path in enumerate(paths):
-            node = 0
-            for s in path:
-                nxt = children[node].get(s)
-                if nxt is None:
-                    nxt = len(parent)
-                    children[node][s] = nxt
-                    children.append({})
-                    parent.append(node)
-                    symbol.append(s)
-                    depth.append(depth[node] + 1)
-                node = nxt
-            leaf[i] = node
-        depth_arr = np.array(depth)
-        order = np.argsort(depth_arr, kind="stable")
-        levels = [order[depth_arr[order] == d] for d in range(1, int(depth_arr.max()) + 1)]
-        return cls(list(vocab), paths, leaf, np.array(parent), symbol, levels)
+    def state(self, node: int) -> Any:
+        states = self.states
+        if node not in states:
+            up = []
+            while node not in states:
+                up.append(node)
+                node = int(self.trie.parent[node])
+            for n in reversed(up):
+                states[n] = self.carrier.advance(states[node], self.trie.symbol[n])
+                node = n
+        return states[node]
 
-    @property
-    def n_nodes(self) -> int:
-        return len(self.parent)
+    def row(self, node: int) -> LazyWeights:
+        row = self.rows.get(node)
+        if row is None:
+            carrier = self.carrier
+            row = self.rows[node] = carrier.make_lazy_weights(carrier.logw_next_of(self.state(node)))
+        return row
 
 
 class Coerced(Potential):
@@ -203,23 +186,23 @@ class Coerced(Potential):
         else:
             warn_unvectorised(self.potential, trie.n_nodes)
             nodes = _PrefixRows(self.potential, self._map(context), trie, self._symbol_index)
-        cum = np.full(trie.n_nodes, NEG_INF)
-        cum[0] = 0.0
         root = await nodes.root()
         padded = {0: np.append(root, NEG_INF)}
-        for level in trie.levels:
-            parents = trie.parent[level]
-            live = cum[parents] > NEG_INF
-            if not live.any():
-                break
-            level, parents = level[live], parents[live]
+        symbol_index = self._symbol_index
+
+        async def step(parent_cum, parents, level):
+            """`cum(n) = cum(p) + row(p)[symbol(n)]`, asking rows once per live parent."""
             uniq, pos = np.unique(parents, return_inverse=True)
             need = [int(p) for p in uniq if int(p) not in padded]
             if need:
                 for p, w in zip(need, await nodes.rows(need)):
                     padded[p] = np.append(w, NEG_INF)
             block = np.stack([padded[int(p)] for p in uniq])
-            cum[level] = cum[parents] + block[pos, self._symbol_index[level]]
+            return parent_cum + block[pos, symbol_index[level]]
+
+        cum = np.full(trie.n_nodes, NEG_INF)
+        cum[0] = 0.0
+        await trie.awalk(cum, step, _has_weight)
         logws = np.append(cum[self._leaf], root[-1])
         return self.make_lazy_weights(logws)
 
@@ -243,33 +226,35 @@ class Coerced(Potential):
 
 class _NodeRows:
     """The inner potential's `logw_next` rows at trie nodes below one mapped context
-    `base`: read off carried states when the potential is stateful (the state at a
-    node is its parent's advanced by the node's symbol), else asked for
-    `base + path(node)`."""
+    `base`: read off carried states when the potential is stateful (`CarriedNodes`),
+    else asked for `base + path(node)`."""
 
     def __init__(self, potential: Potential, base: list, trie: SymbolTrie):
         self.potential, self.base, self.trie = potential, base, trie
-        self.carrier = stateful_potential(potential)
+        carrier = stateful_potential(potential)
+        self.carried = None if carrier is None else CarriedNodes(carrier, trie, base)
         self.paths: dict[int, list] = {0: []}
-        if self.carrier is not None:
-            self.states = {0: self.carrier.state_of(base)}
 
     async def root(self) -> np.ndarray:
-        if self.carrier is not None:
-            return self.carrier.logw_next_of(self.states[0])
+        if self.carried is not None:
+            return self.carried.row(0).host()
         return (await self.potential.logw_next(self.base)).host()
 
     async def rows(self, need: list[int]) -> list[np.ndarray]:
         """Rows at `need`, nodes whose parents were visited before."""
-        trie, carrier = self.trie, self.carrier
-        if carrier is not None:
+        trie, carried = self.trie, self.carried
+        if carried is not None:
             for p in need:
-                self.states[p] = carrier.advance(self.states[int(trie.parent[p])], trie.symbol[p])
-            return [carrier.logw_next_of(self.states[p]) for p in need]
+                carried.state(p)
+            return [carried.row(p).host() for p in need]
         for p in need:
             self.paths[p] = self.paths[int(trie.parent[p])] + [trie.symbol[p]]
         got = await self.potential.batch_logw_next([self.base + self.paths[p] for p in need])
         return host_rows(got)
+
+
+def _has_weight(cum: np.ndarray) -> np.ndarray:
+    return cum > NEG_INF
 
 
 class _Pacer:
@@ -353,4 +338,4 @@ class _PrefixRows:
         return out
 
 
-__all__ = ["Coerced", "SymbolTrie", "has_vectorised_logw_next", "is_join", "stateful_potential"]
+__all__ = ["CarriedNodes", "Coerced", "SymbolTrie", "has_vectorised_logw_next", "is_join", "stateful_potential"]

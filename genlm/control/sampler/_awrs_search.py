@@ -4,6 +4,33 @@ choices, and the walk that tallies a search's draws.
 A draw from the pool is a draw from `q` restricted to the tokens not drawn yet,
 `q(x) / M` with `M` their mass: the draws are the arrival order of an exponential
 race (see `genlm.control.sampler._awrs_estimates`).
+
+The recursive estimator (`estimator="recursive"`, the coin of `_Walk` and `skip_coin`).
+With `estimator="recursive"` the search stops instead at the draw after the first
+accept `x` and uses the recursive estimator of the AWRS paper: with `M` the mass not yet drawn when `x` is drawn (one minus the rejected
+mass) and `z` the next draw,
+
+    Ẑ = q_x + (M - q_x) · [z allowed]   (that is, M if z is allowed, else q_x).
+
+It is properly weighted: for a pool `P` of mass `M` and `S(P) = Σ_{a ∈ A∩P} q_a f(a)`,
+a first draw `y ∉ A` leaves the pool `P∖y`, and a first draw `y ∈ A` gives
+`E[Ẑ] = q_y + (M - q_y) q(A∩P∖y)/(M - q_y) = q(A∩P)`, so by induction over pools
+`E[Ẑ f(x)] = Σ_{y ∉ A} (q_y/M) S(P) + q(A∩P)/M · S(P) = S(P)`. It checks one token
+past the first accept (the race estimator checks up to a second accept, which can be
+far when the other allowed tokens are rare), and where one allowed token hides among
+rejects it is exact (`z` is never allowed, `Ẑ = q_x`). When `x` holds at least half of
+`M`, the coin is the draw of a token from the pool with `x` put back: with probability
+`q_x / M` it is `x` again and nothing is checked, else it is `z`, and
+
+    Ẑ = q_x + M · [that draw was z and z is allowed],
+
+again with `E[Ẑ | x] = q_x + q(A∩P∖x) = q(A∩P)`; a peaked row (an LM sure of its next
+token) then costs `1 - q_x/M < 1/2` checks past the first accept on average. Which
+coin is used depends on `x` and `M` only, so the induction holds for the mixture.
+The race estimator stays the default: the recursive one's `Ẑ = M` outcome is rare
+and large where the allowed mass is small and spread over several tokens (a heavy
+tail that resampling reads as noise), while the race estimator uses how much mass
+was drawn before each accept.
 """
 
 from __future__ import annotations

@@ -32,30 +32,10 @@ Adaptive Weighted Rejection Sampling"). Three paths, by what the condition tells
    accept and returns `Ẑ = M` at it (exact token, biased weight).
 
 With `estimator="recursive"` the search stops instead at the draw after the first
-accept `x` and uses the recursive estimator of the AWRS paper: with `M` the mass not yet drawn when `x` is drawn (one minus the rejected
-mass) and `z` the next draw,
-
-    Ẑ = q_x + (M - q_x) · [z allowed]   (that is, M if z is allowed, else q_x).
-
-It is properly weighted: for a pool `P` of mass `M` and `S(P) = Σ_{a ∈ A∩P} q_a f(a)`,
-a first draw `y ∉ A` leaves the pool `P∖y`, and a first draw `y ∈ A` gives
-`E[Ẑ] = q_y + (M - q_y) q(A∩P∖y)/(M - q_y) = q(A∩P)`, so by induction over pools
-`E[Ẑ f(x)] = Σ_{y ∉ A} (q_y/M) S(P) + q(A∩P)/M · S(P) = S(P)`. It checks one token
-past the first accept (the race estimator checks up to a second accept, which can be
-far when the other allowed tokens are rare), and where one allowed token hides among
-rejects it is exact (`z` is never allowed, `Ẑ = q_x`). When `x` holds at least half of
-`M`, the coin is the draw of a token from the pool with `x` put back: with probability
-`q_x / M` it is `x` again and nothing is checked, else it is `z`, and
-
-    Ẑ = q_x + M · [that draw was z and z is allowed],
-
-again with `E[Ẑ | x] = q_x + q(A∩P∖x) = q(A∩P)`; a peaked row (an LM sure of its next
-token) then costs `1 - q_x/M < 1/2` checks past the first accept on average. Which
-coin is used depends on `x` and `M` only, so the induction holds for the mixture.
-The race estimator stays the default: the recursive one's `Ẑ = M` outcome is rare
-and large where the allowed mass is small and spread over several tokens (a heavy
-tail that resampling reads as noise), while the race estimator uses how much mass
-was drawn before each accept.
+accept `x` and uses the AWRS paper's recursive estimator, `Ẑ = q_x + (M - q_x) ·
+[next draw allowed]`; its proof and the put-back coin are in
+`genlm.control.sampler._awrs_search`. The race estimator stays the default (its tail
+is lighter where the allowed mass is small and spread).
 
 When the condition answers a set of tokens in one call (`allowed_next`), draws are
 checked in blocks and a long search finishes by the race over the remaining tokens;
@@ -71,21 +51,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
-from genlm.control._device import is_tensor, match, stack, to_host
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
 from genlm.control.sampler._awrs_exact import (
     Support,
-    boolean_rows,
     boolean_value,
     draw_one,
-    like_mask,
     masked,
     none,
-    stack_rows,
 )
+from genlm.control.sampler._awrs_rows import allowed_rows, on_host, proposal_rows
 from genlm.control.sampler._awrs_search import (
     _Chooser,
     _folded_max,
@@ -237,44 +214,13 @@ class AWRS(TokenSampler):
     vector_walk = 64  # blocks at least this long are walked in numpy
     race_after = 16  # rejects after which a Generator-driven search finishes by `_Walk.race`
 
-    # Rows ----------------------------------------------------------------------
+    # Rows (genlm.control.sampler._awrs_rows) ------------------------------------
 
     async def _rows(self, contexts: list[list]) -> tuple[Any, Any]:
-        """The potential's and the proposal's rows on the condition's `vocab_eos`, as
-        blocks where the potential made them (NumPy, or tensors on their device)."""
-        support = self.support
-        if self.proposal is None:
-            w = stack([r.weights for r in await self.potential.batch_logw_next(contexts)])
-            w = _fold(support.view(w, support.potential))
-            return w, w
-        wl, ql = await gather_or_cancel(
-            self.potential.batch_logw_next(contexts), self.proposal.batch_logw_next(contexts)
-        )
-        w = _fold(support.view(stack([r.weights for r in wl]), support.potential))
-        q = _fold(support.view(stack([r.weights for r in ql]), support.proposal))
-        return match(w, q)
+        return await proposal_rows(self.potential, self.proposal, self.support, contexts)
 
     async def _allowed_rows(self, contexts: list[list], like: Any) -> Any:
-        """The condition's allowed tokens after each context, as a bool block on the
-        device of `like` (the engine's packed masks are unpacked there)."""
-        if self._batch_allowed is not None:
-            return await self._batch_allowed(contexts, like)
-        rows = await self.condition.batch_logw_next(contexts)
-        allowed = boolean_rows(self.condition, stack_rows(rows))
-        return like_mask(allowed, like)
-
-    @staticmethod
-    def _host(w: Any, q: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Both blocks on the host, in one read-back when they are tensors."""
-        if not is_tensor(w):
-            return w, q
-        if q is w:
-            w = to_host(w)
-            return w, w
-        import torch
-
-        both = to_host(torch.stack([w, q]))
-        return both[0], both[1]
+        return await allowed_rows(self.condition, self._batch_allowed, contexts, like)
 
     def _rng(self) -> np.random.Generator:
         """The particle's stream (composed with `seed`); outside a run `self.rng`."""
@@ -308,7 +254,7 @@ class AWRS(TokenSampler):
         if self.exact:
             allowed = await self._allowed_rows([context], w)
             return await self._exact(w[0], q[0], allowed[0], draw)
-        w, q = self._host(w, q)
+        w, q = on_host(w, q)
         return await self._search_row(context, w[0], q[0], draw)
 
     async def _search_row(self, context: list, w: np.ndarray, q: np.ndarray, draw: Any) -> tuple:
@@ -343,7 +289,7 @@ class AWRS(TokenSampler):
             return []
         w, q = await self._rows(contexts)
         if not self.exact:
-            w, q = self._host(w, q)
+            w, q = on_host(w, q)
 
             async def one(i: int) -> tuple:
                 # the search composes the particle's stream with `seed` (`_rng`)
@@ -465,13 +411,6 @@ class AWRS(TokenSampler):
 
     def __repr__(self) -> str:
         return f"AWRS({self.potential!r}, {self.condition!r}, max_accepts={self.max_accepts})"
-
-
-def _fold(block: Any) -> Any:
-    """`fold_nan` of a NumPy block; a tensor block is left as it is, since the draw
-    folds a row holding NaN on the device and the search folds it on the host
-    (`_folded_max`), which saves a pass over every row."""
-    return block if is_tensor(block) else fold_nan(block)
 
 
 __all__ = ["AWRS", "Search"]

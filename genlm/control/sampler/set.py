@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from typing import Any, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
 from genlm.control._args import is_int, positive_int, reject_bool
+from genlm.control._lru import LRU
+from genlm.control._trie import SymbolTrie
 from genlm.control.draw import current_rng, draw_from
 from genlm.control.potential.base import Potential
-from genlm.control.potential.coerce import SymbolTrie, stateful_potential
+from genlm.control.potential.coerce import CarriedNodes, stateful_potential
 from genlm.control.sampler.token import TokenSampler, _check_potential
 from genlm.control.weights import NEG_INF, LazyWeights, fold_nan
 
@@ -62,87 +62,6 @@ class SetSampler(ABC):
 
     def cleanup(self) -> None:
         """Release resources held by the set sampler (no-op by default)."""
-
-
-class ByteTrie:
-    """The trie of the byte strings of a token vocabulary, with per-node child maps.
-
-    Attributes:
-        nodes: the `SymbolTrie` (parent, symbol, levels, leaf per token).
-        children: per node, dict byte → child node.
-        kid_bytes, kid_nodes: per node, its children's bytes and nodes as arrays
-            (in the order of `children`).
-        ends: per node, the token indices whose bytes end there.
-    """
-
-    def __init__(self, vocab: list):
-        self.nodes = SymbolTrie.build(vocab, b"".join)
-        n = self.nodes.n_nodes
-        self.children: list[dict] = [{} for _ in range(n)]
-        for node in range(1, n):
-            self.children[int(self.nodes.parent[node])][self.nodes.symbol[node]] = node
-        self.kid_bytes = [np.fromiter(c.keys(), np.int64, len(c)) for c in self.children]
-        self.kid_nodes = [np.fromiter(c.values(), np.int64, len(c)) for c in self.children]
-        self.ends: list[list[int]] = [[] for _ in range(n)]
-        for i, leaf in enumerate(self.nodes.leaf):
-            self.ends[int(leaf)].append(i)
-        self._paths: dict[int, list] = {0: []}
-        self._subtree = _subtree_matrix(self.nodes)
-
-    def masses(self, token_weights: np.ndarray) -> np.ndarray:
-        """`M(node) = Σ` of `token_weights` over the tokens in the node's subtree
-        (one sparse product with the node × token ancestor matrix)."""
-        return self._subtree @ np.asarray(token_weights, dtype=np.float64)
-
-    def path(self, node: int) -> list:
-        """The bytes (ints) from the root to `node`."""
-        p = self._paths.get(node)
-        if p is None:
-            parent = int(self.nodes.parent[node])
-            p = self.path(parent) + [self.nodes.symbol[node]]
-            self._paths[node] = p
-        return p
-
-
-def _subtree_matrix(trie: SymbolTrie) -> sp.csr_matrix:
-    """`A[node, token] = 1` when `node` lies on the path from the root to the token's leaf."""
-    rows, cols = [], []
-    parent = trie.parent.tolist()
-    for i, leaf in enumerate(trie.leaf.tolist()):
-        node = leaf
-        while node >= 0:
-            rows.append(node)
-            cols.append(i)
-            node = parent[node]
-    ones = np.ones(len(rows))
-    return sp.csr_matrix((ones, (rows, cols)), shape=(trie.n_nodes, len(trie.leaf)))
-
-
-class CarriedNodes:
-    """A stateful item potential's states and rows at the trie nodes below one context.
-
-    `state(node)` is the state after `β(ctx) + path(node)`: its parent's, advanced by
-    the node's byte; `row(node)` its `logw_next_of`, wrapped as `LazyWeights`.
-    """
-
-    def __init__(self, carrier: Potential, trie: ByteTrie, items: list):
-        self.carrier, self.trie = carrier, trie
-        self.states: dict[int, Any] = {0: carrier.state_of(items)}
-        self.rows: dict[int, LazyWeights] = {}
-
-    def state(self, node: int) -> Any:
-        if node not in self.states:
-            nodes = self.trie.nodes
-            parent = self.state(int(nodes.parent[node]))
-            self.states[node] = self.carrier.advance(parent, nodes.symbol[node])
-        return self.states[node]
-
-    def row(self, node: int) -> LazyWeights:
-        row = self.rows.get(node)
-        if row is None:
-            carrier = self.carrier
-            row = self.rows[node] = carrier.make_lazy_weights(carrier.logw_next_of(self.state(node)))
-        return row
 
 
 class _Walk:
@@ -200,11 +119,11 @@ class TrieSetSampler(SetSampler):
         self.item_potential = item_potential.to_autobatched()
         self.carrier = stateful_potential(item_potential)
         self.memo_size = int(memo_size)
-        self._carried: OrderedDict[tuple, CarriedNodes] = OrderedDict()
-        self.trie = ByteTrie(iter_potential.vocab)
+        self._carried: LRU[tuple, CarriedNodes] = LRU(self.memo_size)
+        self.trie = SymbolTrie.build(iter_potential.vocab, b"".join)
         lookup = item_potential.lookup
         self._byte_index = np.array([lookup.get(b, -1) for b in range(256)], dtype=np.int64)
-        coerced = item_potential.coerce(iter_potential, f=b"".join, trie=self.trie.nodes)
+        coerced = item_potential.coerce(iter_potential, f=b"".join, trie=self.trie)
         self.target = iter_potential * coerced
 
     async def logw_eos(self, context: list) -> float:
@@ -233,7 +152,7 @@ class TrieSetSampler(SetSampler):
                 if i not in skip and view.w[i] > NEG_INF:
                     tokens.append(vocab[i])
                     logws.append(float(view.w[i]) + log_phi - log_q)
-            kid_bytes, kid_nodes = trie.kid_bytes[node], trie.kid_nodes[node]
+            kid_bytes, kid_nodes = trie.kid_symbols[node], trie.kid_nodes[node]
             row = view.rows[node]
             scores = log_mass[kid_nodes] + self.byte_logws(row.host(), kid_bytes)
             live = np.flatnonzero(scores > NEG_INF)
@@ -258,15 +177,10 @@ class TrieSetSampler(SetSampler):
 
     def carried_nodes(self, items: list) -> CarriedNodes:
         """The carried states and rows below the item context `items` (LRU-memoized)."""
-        key = tuple(items)
-        hit = self._carried.get(key)
-        if hit is not None:
-            self._carried.move_to_end(key)
-            return hit
-        hit = self._carried[key] = CarriedNodes(self.carrier, self.trie, items)
-        if len(self._carried) > self.memo_size:
-            self._carried.popitem(last=False)
-        return hit
+        return self._carried.get_or_make(tuple(items), self._carry)
+
+    def _carry(self, key: tuple) -> CarriedNodes:
+        return CarriedNodes(self.carrier, self.trie, list(key))
 
     def token_masses(self, w: np.ndarray, skip: set) -> np.ndarray:
         """Trie node masses of `exp(w)` over the tokens (not EOS), without `skip`."""
@@ -338,9 +252,41 @@ class TopKSetSampler(TrieSetSampler):
 
     async def exact_logws(self, view: _Walk, tokens: list[int]) -> list[float]:
         """`log w(x) + log Φ(x)` of each token, walking their byte paths level by level and
-        asking the item potential only at nodes whose prefix still has weight."""
+        asking the item potential only at nodes whose prefix still has weight: by the
+        trie's level walk over the sub-trie of their paths, or, for at most `FEW_PATHS`
+        tokens (where a level's array operations cost more than the level itself), along
+        each path; both add `log Φ` in the same order, so they agree exactly."""
+        if len(tokens) <= self.FEW_PATHS:
+            log_phi = await self._path_log_phi(view, tokens)
+        else:
+            log_phi = await self._trie_log_phi(view, tokens)
+        return [float(view.w[i]) + lp for i, lp in zip(tokens, log_phi)]
+
+    FEW_PATHS = 64
+
+    async def _trie_log_phi(self, view: _Walk, tokens: list[int]) -> list[float]:
+        """`log Φ` of `tokens` by one level walk of the sub-trie of their paths."""
         trie = self.trie
-        paths = [trie.path(int(trie.nodes.leaf[i])) for i in tokens]
+        leaves = trie.leaf[np.asarray(tokens, dtype=np.int64)]
+
+        async def step(parent_phi, parents, nodes):
+            """`log Φ(n) = log Φ(p) + row(p)[byte(n)]`, asking rows at the live parents."""
+            parents = parents.tolist()
+            await view.fetch(parents)
+            rows, symbol = view.rows, trie.symbol
+            return [phi + rows[p][symbol[n]] for phi, p, n in zip(parent_phi.tolist(), parents, nodes.tolist())]
+
+        within = trie.ancestors(leaves)
+        log_phi = np.empty(trie.n_nodes)  # only the nodes `within` are read
+        log_phi[within] = NEG_INF
+        log_phi[0] = 0.0
+        await trie.awalk(log_phi, step, _has_weight, within=within)
+        return log_phi[leaves].tolist()
+
+    async def _path_log_phi(self, view: _Walk, tokens: list[int]) -> list[float]:
+        """`log Φ` of `tokens`, one depth at a time along each token's path."""
+        trie = self.trie
+        paths = [trie.path(int(trie.leaf[i])) for i in tokens]
         nodes = [0] * len(tokens)
         log_phi = [0.0] * len(tokens)
         for depth in range(max((len(p) for p in paths), default=0)):
@@ -350,7 +296,11 @@ class TopKSetSampler(TrieSetSampler):
                 b = paths[k][depth]
                 log_phi[k] += view.rows[nodes[k]][b]
                 nodes[k] = trie.children[nodes[k]][b]
-        return [float(view.w[i]) + lp for i, lp in zip(tokens, log_phi)]
+        return log_phi
+
+
+def _has_weight(logw: np.ndarray) -> np.ndarray:
+    return logw > NEG_INF
 
 
 class SetTokenSampler(TokenSampler):
@@ -396,7 +346,6 @@ def topk_token_sampler(iter_potential: Potential, item_potential: Potential, K: 
 
 
 __all__ = [
-    "ByteTrie",
     "EagerSetSampler",
     "SetSample",
     "SetSampler",

@@ -1,12 +1,16 @@
 """Bounded caches: recognizer states keyed by context (extended one token at a time),
-and rows keyed by state."""
+and rows keyed by state; both are `LRU`s bounded by entries."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from numbers import Real
 from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
+from genlm.control._lru import LRU
+
 S = TypeVar("S")
+
+_MISS = object()
 
 
 class PrefixStateCache(Generic[S]):
@@ -22,15 +26,21 @@ class PrefixStateCache(Generic[S]):
         root: the state of the empty context (always kept).
         step: `step(state, token) -> state | None`.
         size: the maximum number of cached non-root states.
+
+    Raises:
+        TypeError: `size` is not a number (a bool included).
+        ValueError: `size` is below 1 or NaN.
     """
 
     def __init__(self, root: S, step: Callable[[S, Any], S | None], size: int = 16384):
-        if size < 1:
-            raise ValueError(f"cache size must be at least 1, got {size}")
+        if isinstance(size, bool) or not isinstance(size, Real):
+            raise TypeError(f"cache size must be a number, got {size!r}")
+        if not size >= 1:
+            raise ValueError(f"cache size must be at least 1, got {size!r}")
         self.root = root
         self.step = step
         self.size = size
-        self._states: OrderedDict[Hashable, S | None] = OrderedDict()
+        self._states: LRU[tuple, S | None] = LRU(size)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -41,9 +51,8 @@ class PrefixStateCache(Generic[S]):
         n = len(key)
         k, state = n, None
         while k > 0:
-            hit = states.get(key[:k], _MISS) if k < n else states.get(key, _MISS)
+            hit = states.get(key[:k] if k < n else key, _MISS)
             if hit is not _MISS:
-                states.move_to_end(key[:k])
                 state = hit
                 break
             k -= 1
@@ -52,16 +61,10 @@ class PrefixStateCache(Generic[S]):
         while k < n and state is not None:
             state = self.step(state, key[k])
             k += 1
-            self._put(key[:k], state)
+            states.put(key[:k], state)
         if k < n:  # dead before the end: the whole context is dead
-            self._put(key, None)
+            states.put(key, None)
         return state
-
-    def _put(self, key: tuple, state: S | None) -> None:
-        self._states[key] = state
-        self._states.move_to_end(key)
-        if len(self._states) > self.size:
-            self._states.popitem(last=False)
 
     def clear(self) -> None:
         self._states.clear()
@@ -79,27 +82,18 @@ class RowCache(Generic[S]):
     def __init__(self, make: Callable[[Any], S], size: int):
         self.make = make
         self.size = size
-        self._items: OrderedDict[Hashable, S] = OrderedDict()
+        self._items: LRU[Hashable, S] = LRU(size)
 
     def __len__(self) -> int:
         return len(self._items)
 
     def peek(self, state: Hashable) -> S | None:
         """The value kept for `state`, or None (nothing is made or reordered)."""
-        return self._items.get(state)
+        return self._items.peek(state)
 
     def get(self, state: Hashable) -> S:
         """The value for `state`, made and kept on a miss (marks it as used)."""
-        value = self._items.get(state, _MISS)
-        if value is _MISS:
-            value = self._items[state] = self.make(state)
-            if len(self._items) > self.size:
-                self._items.popitem(last=False)
-        else:
-            self._items.move_to_end(state)
-        return value
+        return self._items.get_or_make(state, self.make)
 
-
-_MISS = object()
 
 __all__ = ["PrefixStateCache", "RowCache"]

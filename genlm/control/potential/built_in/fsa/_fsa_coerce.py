@@ -26,6 +26,13 @@ from genlm.control.weights import NEG_INF
 _FEW = 8  # up to this many tokens (and no cached row), `allowed_next` walks their bytes
 
 
+_NODE = np.dtype([("q", np.int64), ("logw", np.float64)])  # per trie node: state, path log weight
+
+
+def _live(par: np.ndarray) -> np.ndarray:
+    return par["q"] >= 0
+
+
 def _log(x):
     with np.errstate(divide="ignore"):
         return np.log(x)
@@ -56,19 +63,21 @@ class CoercedDFA(StateRowCoerced):
     def _walk(self, q: int) -> np.ndarray:
         """The row over `vocab_eos` for automaton state `q` (see module docstring)."""
         a = self.potential.automaton
-        trie = self.trie
-        state = np.full(trie.n_nodes, -1, dtype=np.int64)
-        logw = np.zeros(trie.n_nodes)
-        state[0] = q
-        for level in trie.levels:
-            par = state[trie.parent[level]]
-            ok = par >= 0
-            sym = self._symbols[level]
-            nxt = np.where(ok, a.delta[np.where(ok, par, 0), sym], -1)
-            state[level] = nxt
-            logw[level] = logw[trie.parent[level]] + np.where(
-                ok, a.log_arc[np.where(ok, par, 0), sym], NEG_INF
-            )
+        symbols = self._symbols
+
+        def step(par, parents, nodes):
+            """Advance each live parent's state by the node's byte, adding the arc's log weight."""
+            sym = symbols[nodes]
+            out = np.empty(len(nodes), dtype=_NODE)
+            out["q"] = a.delta[par["q"], sym]
+            out["logw"] = par["logw"] + a.log_arc[par["q"], sym]
+            return out
+
+        nodes = np.zeros(self.trie.n_nodes, dtype=_NODE)
+        nodes["q"] = -1
+        nodes[0] = (q, 0.0)
+        self.trie.walk(nodes, step, _live)
+        state, logw = nodes["q"], nodes["logw"]
         end = state[self._leaf]
         live = end >= 0
         row = np.full(len(self.vocab_eos), NEG_INF)

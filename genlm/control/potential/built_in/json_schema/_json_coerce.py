@@ -94,6 +94,10 @@ class Transitions:
         return hit
 
 
+def _live(ids: np.ndarray) -> np.ndarray:
+    return ids >= 0
+
+
 class CoercedJson(StateRowCoerced):
     """`Coerced` for `JsonSchema` through `b"".join` (same values, per-state token rows).
 
@@ -112,16 +116,10 @@ class CoercedJson(StateRowCoerced):
 
     def _walk(self, state: frozenset) -> np.ndarray:
         t = self.potential.transitions
-        trie = self.trie
-        ids = np.full(trie.n_nodes, DEAD, dtype=np.int64)
+        symbols = self._symbols
+        ids = np.full(self.trie.n_nodes, DEAD, dtype=np.int64)
         ids[0] = t.sid(state)
-        for level in trie.levels:
-            par = ids[trie.parent[level]]
-            ok = par >= 0
-            if not ok.any():
-                break
-            live = level[ok]
-            ids[live] = t.next_ids(par[ok], self._symbols[live])
+        self.trie.walk(ids, lambda par, parents, nodes: t.next_ids(par, symbols[nodes]), _live)
         row = np.full(len(self.vocab_eos), NEG_INF)
         row[:-1][ids[self._leaf] >= 0] = 0.0
         row[-1] = 0.0 if t.accepts(state) else NEG_INF

@@ -10,11 +10,12 @@ budget bounds the memory the cache keeps alive.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
+
+from genlm.control._lru import LRU
 
 
 class KV(NamedTuple):
@@ -61,7 +62,8 @@ def tensor_bytes(tensors: Any) -> int:
 
 class PrefixCache:
     """LRU map from token-id tuples to `Entry`, evicting least recently used entries
-    while the live blocks hold more than `max_bytes`.
+    while the live blocks hold more than `max_bytes` (an `LRU` bounded by bytes,
+    charged once per live `Block`).
 
     Args:
         max_bytes: bound on the bytes of key/value states and rows kept alive.
@@ -71,18 +73,22 @@ class PrefixCache:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise ValueError(f"cache_bytes must be a non-negative integer, got {max_bytes!r}")
         self.max_bytes = max_bytes
-        self.nbytes = 0
-        self._entries: OrderedDict[tuple, Entry] = OrderedDict()
+        self._entries: LRU[tuple, Entry] = LRU(max_bytes=max_bytes, on_evict=self._dropped)
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the blocks the entries keep alive."""
+        return self._entries.nbytes
+
     def row(self, key: tuple) -> torch.Tensor | None:
         """The cached next-token row after `key` (marks the entry as used)."""
-        entry = self._entries.get(key)
+        entry = self._entries.peek(key)
         if entry is None or entry.row is None:
             return None
-        self._entries.move_to_end(key)
+        self._entries.touch(key)
         return entry.row
 
     def longest_kv(self, key: tuple, limit: int) -> tuple[int, KV | None]:
@@ -90,9 +96,9 @@ class PrefixCache:
         cached: `(n, kv)`, or `(0, None)`."""
         entries = self._entries
         for n in range(min(limit, len(key)), 0, -1):
-            entry = entries.get(key[:n])
+            entry = entries.peek(key[:n])
             if entry is not None and entry.kv is not None:
-                entries.move_to_end(key[:n])
+                entries.touch(key[:n])
                 return n, entry.kv
         return 0, None
 
@@ -100,30 +106,27 @@ class PrefixCache:
         """Store `kv` and/or `row` for `key` (existing parts are replaced), then evict."""
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[key] = Entry()
-        else:
-            self._entries.move_to_end(key)
+            entry = Entry()
+            self._entries.put(key, entry)  # within budget before charging: evicts nothing
         if kv is not None:
             self._release(entry.kv_block)
             entry.kv, entry.kv_block = kv, self._acquire(kv_block)
         if row is not None:
             self._release(entry.row_block)
             entry.row, entry.row_block = row, self._acquire(row_block)
-        self._evict()
+        self._entries.evict()
 
     def demote(self, key: tuple) -> None:
         """Make `key` the first entry to evict (its sequence has just been extended)."""
-        if key in self._entries:
-            self._entries.move_to_end(key, last=False)
+        self._entries.demote(key)
 
     def drop_kv(self) -> None:
         """Forget every key/value state; rows stay."""
-        for key in list(self._entries):
-            entry = self._entries[key]
+        for key, entry in self._entries.items():
             self._release(entry.kv_block)
             entry.kv = entry.kv_block = None
             if entry.row is None:
-                del self._entries[key]
+                self._entries.pop(key)
 
     def clear(self) -> None:
         for entry in self._entries.values():
@@ -134,7 +137,7 @@ class PrefixCache:
     def _acquire(self, block: Block | None) -> Block | None:
         if block is not None:
             if block.refs == 0:
-                self.nbytes += block.nbytes
+                self._entries.charge(block.nbytes)
             block.refs += 1
         return block
 
@@ -142,13 +145,12 @@ class PrefixCache:
         if block is not None:
             block.refs -= 1
             if block.refs == 0:
-                self.nbytes -= block.nbytes
+                self._entries.charge(-block.nbytes)
 
-    def _evict(self) -> None:
-        while self.nbytes > self.max_bytes and self._entries:
-            _, entry = self._entries.popitem(last=False)
-            self._release(entry.kv_block)
-            self._release(entry.row_block)
+    def _dropped(self, key: tuple, entry: Entry) -> None:
+        """`on_evict`: the evicted entry's blocks lose a reference."""
+        self._release(entry.kv_block)
+        self._release(entry.row_block)
 
 
 __all__ = ["KV", "Block", "Entry", "PrefixCache", "tensor_bytes"]

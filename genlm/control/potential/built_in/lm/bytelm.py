@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections import OrderedDict
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 from genlm.backend.llm import AsyncLM
 from genlm.bytes import BeamParams, ByteBeamState
 
+from genlm.control._lru import LRU
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, logsumexp
 from genlm.control.window import gather_or_cancel
@@ -112,7 +112,7 @@ class ByteLLM(Potential):
         super().__init__(BYTE_VOCAB)
         self._root: asyncio.Future | None = None
         self._root_row: np.ndarray | None = None
-        self._cache: OrderedDict[bytes, BeamEntry] = OrderedDict()
+        self._cache: LRU[bytes, BeamEntry] = LRU(cache_size)
         self._prompt = b""
         self.set_prompt(prompt or b"")
 
@@ -183,8 +183,7 @@ class ByteLLM(Potential):
         if k == 0:
             entry = BeamEntry(await self._root_beam(), None)
         else:
-            entry = self._cache[data[:k]]
-            self._cache.move_to_end(data[:k])
+            entry = self._cache.get(data[:k])
         for j in range(k, len(data)):
             beam = (await (entry.beam << data[j])).prune()
             if len(beam) == 0:
@@ -194,14 +193,8 @@ class ByteLLM(Potential):
                     f"prune_threshold"
                 )
             entry = BeamEntry(beam, None)
-            self._put(data[: j + 1], entry)
+            self._cache.put(data[: j + 1], entry)
         return entry
-
-    def _put(self, key: bytes, entry: BeamEntry) -> None:
-        self._cache[key] = entry
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
 
     async def _row(self, data: bytes) -> np.ndarray:
         entry = await self._entry(data)
@@ -210,7 +203,7 @@ class ByteLLM(Potential):
                 return self._root_row
             entry = BeamEntry(entry.beam, next_byte_row((await entry.beam.logp_next()).ps))
             if data:
-                self._put(data, entry)
+                self._cache.put(data, entry)
             else:
                 self._root_row = entry.row
         return entry.row

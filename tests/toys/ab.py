@@ -1,4 +1,4 @@
-"""Tiny potentials whose SMC targets can be enumerated exactly."""
+"""Tiny potentials over `AB = [b"a", b"b"]` whose SMC targets can be enumerated exactly."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from genlm.control import EOS, Potential
 from genlm.control.window import Window
+from toys.core import Tabular  # noqa: F401  (re-exported: the SMC tests' finite language)
 
 AB = [b"a", b"b"]
 
@@ -86,32 +87,45 @@ class BoolPotential(Potential):
         return await super().batch_logw_next(contexts)
 
 
-def no_bb() -> BoolPotential:
-    """Sequences without two `b`s in a row, complete when empty or ending in `b`."""
+class NoBB(Potential):
+    """Boolean: no two `b`s in a row; complete when empty or ending in `b`."""
 
-    def ok(ctx):
-        return all(not (x == b"b" and y == b"b") for x, y in zip(ctx, ctx[1:]))
-
-    return BoolPotential(AB, ok, lambda ctx: ok(ctx) and (not ctx or ctx[-1] == b"b"))
-
-
-class Tabular(Potential):
-    """A finite language: `complete(xs) = log table[xs]`, `prefix(xs) = log Σ_{ys ⊒ xs} table[ys]`."""
-
-    def __init__(self, vocab, table: dict):
+    def __init__(self, vocab=AB):
         super().__init__(vocab)
-        self.table = {tuple(k): float(v) for k, v in table.items()}
 
     @staticmethod
-    def _log(x):
-        return math.log(x) if x > 0 else -math.inf
+    def prefix_ok(ctx) -> bool:
+        return all(not (x == b"b" and y == b"b") for x, y in zip(ctx, ctx[1:]))
+
+    @staticmethod
+    def complete_ok(ctx) -> bool:
+        return NoBB.prefix_ok(ctx) and (not ctx or ctx[-1] == b"b")
 
     async def prefix(self, context):
-        n = len(context)
-        return self._log(sum(v for k, v in self.table.items() if k[:n] == tuple(context)))
+        return 0.0 if self.prefix_ok(context) else -math.inf
 
     async def complete(self, context):
-        return self._log(self.table.get(tuple(context), 0.0))
+        return 0.0 if self.complete_ok(context) else -math.inf
+
+
+def no_bb() -> BoolPotential:
+    """`NoBB`'s language as a `BoolPotential` (which counts its batch calls)."""
+    return BoolPotential(AB, NoBB.prefix_ok, NoBB.complete_ok)
+
+
+class CountCritic(Potential):
+    """A real-valued critic over `AB`: `prefix = -per_b·#b`,
+    `complete = -per_b_complete·#b - odd·[odd length]`."""
+
+    def __init__(self, per_b: float = 0.7, per_b_complete: float = 1.2, odd: float = 0.0):
+        super().__init__(AB)
+        self.per_b, self.per_b_complete, self.odd = per_b, per_b_complete, odd
+
+    async def prefix(self, context):
+        return -self.per_b * context.count(b"b")
+
+    async def complete(self, context):
+        return -self.per_b_complete * context.count(b"b") - self.odd * (len(context) % 2)
 
 
 class Failing(Potential):

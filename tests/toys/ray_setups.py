@@ -125,9 +125,8 @@ async def solve_returning_a_lock(state, problem, seed):
 
 
 INTERRUPTED_SCRIPT = """
-import asyncio, sys
-sys.path.insert(0, {toys_dir!r})
-import ray_toys as toys
+import asyncio
+from toys import ray_setups as toys
 from genlm.control.distributed import Pool
 
 async def main():

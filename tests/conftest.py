@@ -1,4 +1,5 @@
-"""Fixtures shared by the potential tests on the embedded model."""
+"""The tests' one conftest: offline model loading, and the embedded-model fixtures
+shared across directories (test potentials live in the `toys` package)."""
 
 import os
 

@@ -1,0 +1,71 @@
+"""The rows an AWRS step works on, where the potential made them.
+
+The potential's (and the proposal's) rows are read on the condition's `vocab_eos`
+(`Support.view`) as one block per step: NumPy on the host, or tensors on their
+device. The condition's allowed tokens come as a bool block on the same device:
+an engine condition unpacks its packed masks there (`batch_allowed`); any other
+Boolean condition's rows are checked on the host and moved once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from genlm.control._device import is_tensor, match, stack, to_host
+from genlm.control.potential.base import Potential
+from genlm.control.sampler._awrs_exact import Support, boolean_rows, like_mask, stack_rows
+from genlm.control.weights import fold_nan
+from genlm.control.window import gather_or_cancel
+
+
+async def proposal_rows(
+    potential: Potential, proposal: Potential | None, support: Support, contexts: list[list]
+) -> tuple[Any, Any]:
+    """`(w, q)`: the potential's and the proposal's rows after each context on the
+    condition's `vocab_eos` (`q is w` without a proposal), one block each."""
+    if proposal is None:
+        w = stack([r.weights for r in await potential.batch_logw_next(contexts)])
+        w = _fold(support.view(w, support.potential))
+        return w, w
+    wl, ql = await gather_or_cancel(potential.batch_logw_next(contexts), proposal.batch_logw_next(contexts))
+    w = _fold(support.view(stack([r.weights for r in wl]), support.potential))
+    q = _fold(support.view(stack([r.weights for r in ql]), support.proposal))
+    return match(w, q)
+
+
+async def allowed_rows(condition: Potential, batch_allowed: Any, contexts: list[list], like: Any) -> Any:
+    """The condition's allowed tokens after each context, as a bool block on the
+    device of `like` (`batch_allowed`: the condition's own, or None).
+
+    Raises:
+        ValueError: a condition row value that is neither 0 nor -inf.
+    """
+    if batch_allowed is not None:
+        return await batch_allowed(contexts, like)
+    rows = await condition.batch_logw_next(contexts)
+    return like_mask(boolean_rows(condition, stack_rows(rows)), like)
+
+
+def on_host(w: Any, q: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Both blocks on the host, in one read-back when they are tensors."""
+    if not is_tensor(w):
+        return w, q
+    if q is w:
+        w = to_host(w)
+        return w, w
+    import torch
+
+    both = to_host(torch.stack([w, q]))
+    return both[0], both[1]
+
+
+def _fold(block: Any) -> Any:
+    """`fold_nan` of a NumPy block; a tensor block is left as it is, since the draw
+    folds a row holding NaN on the device and the search folds it on the host
+    (`_folded_max`), which saves a pass over every row."""
+    return block if is_tensor(block) else fold_nan(block)
+
+
+__all__ = ["proposal_rows", "allowed_rows", "on_host"]
