@@ -130,6 +130,24 @@ def test_0_4_1_aliases_are_the_same_objects(path_a, name_a, path_b, name_b):
     assert a is b
 
 
+# Modules that moved into subpackages (lm/, fsa/, cfg/, json_schema/, engine/): the old
+# path is an alias re-exporting the same objects.
+MOVED = {
+    "llm": "lm.llm", "bytelm": "lm.bytelm", "canonical": "lm.canonical",
+    "ensemble": "lm.ensemble", "wfsa": "fsa.wfsa", "wcfg": "cfg.wcfg",
+    "json": "json_schema.json", "guided": "engine.guided",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("old,new", sorted(MOVED.items()))
+def test_moved_module_old_path_re_exports_the_same_objects(old, new):
+    alias = importlib.import_module(f"genlm.control.potential.built_in.{old}")
+    module = importlib.import_module(f"genlm.control.potential.built_in.{new}")
+    assert alias.__all__ and set(alias.__all__) <= set(module.__all__)
+    for name in alias.__all__:
+        assert getattr(alias, name) is getattr(module, name)
+
+
 def test_unknown_name_of_a_0_4_1_module_is_an_attribute_error():
     import genlm.control.sampler.token as token
 
@@ -239,7 +257,8 @@ def test_0_4_1_end_of_sequence():
 
 
 def test_0_4_1_helpers_call_shapes():
-    from genlm.control.potential.built_in.llm import load_model, load_model_by_name
+    from genlm.control.potential.built_in.llm import load_model_by_name
+    from genlm.control.potential.built_in.lm._llm_loading import load_model
     from genlm.control.sampler import BoundaryPredicate, FixedLengthBoundary, TokenSetBoundary
     from genlm.control.util import flatten_units
 
