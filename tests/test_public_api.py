@@ -8,18 +8,18 @@ TOP_LEVEL = [
     "EOS", "EOT", "SMC", "set_draw_method", "DRAW_METHODS", "Potential", "PromptedLLM",
     "ByteLLM", "WCFG", "BoolCFG", "WFSA", "BoolFSA", "JsonSchema", "CanonicalTokenization",
     "Ensemble", "AWRS", "direct_token_sampler", "eager_token_sampler", "topk_token_sampler",
-    "InferenceVisualizer",
+    "InferenceVisualizer", "GuidedConstraint",
 ]  # fmt: skip
 
 PATHS = {
     "genlm.control.potential": [
         "Potential", "Product", "Tempered", "Normalized", "Coerced", "AutoBatchedPotential",
         "MultiProcPotential", "PromptedLLM", "WFSA", "BoolFSA", "WCFG", "BoolCFG", "JsonSchema",
-        "CanonicalTokenization", "ByteLLM", "Ensemble",
+        "CanonicalTokenization", "ByteLLM", "Ensemble", "GuidedConstraint",
     ],
     "genlm.control.potential.built_in": [
         "PromptedLLM", "WFSA", "BoolFSA", "WCFG", "BoolCFG", "JsonSchema",
-        "CanonicalTokenization", "ByteLLM", "Ensemble",
+        "CanonicalTokenization", "ByteLLM", "Ensemble", "GuidedConstraint",
     ],
     "genlm.control.potential.autobatch": ["AutoBatchedPotential"],
     "genlm.control.sampler": [
@@ -110,6 +110,7 @@ SAME_OBJECT = [
     ("genlm.control.potential.base", "EOS", "genlm.control", "EOS"),
     ("genlm.control.sampler.set", "TrieSetSampler", "genlm.control.sampler", "TrieSetSampler"),
     ("genlm.control.sampler", "SequenceModel", "genlm.control.sampler.smc", "SequenceModel"),
+    ("genlm.control", "GuidedConstraint", "genlm.control.potential.built_in.guided", "GuidedConstraint"),
 ]
 
 
