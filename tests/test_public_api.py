@@ -8,18 +8,18 @@ TOP_LEVEL = [
     "EOS", "EOT", "SMC", "set_draw_method", "DRAW_METHODS", "Potential", "PromptedLLM",
     "ByteLLM", "WCFG", "BoolCFG", "WFSA", "BoolFSA", "JsonSchema", "CanonicalTokenization",
     "Ensemble", "AWRS", "direct_token_sampler", "eager_token_sampler", "topk_token_sampler",
-    "InferenceVisualizer",
+    "InferenceVisualizer", "GuidedConstraint",
 ]  # fmt: skip
 
 PATHS = {
     "genlm.control.potential": [
         "Potential", "Product", "Tempered", "Normalized", "Coerced", "AutoBatchedPotential",
         "MultiProcPotential", "PromptedLLM", "WFSA", "BoolFSA", "WCFG", "BoolCFG", "JsonSchema",
-        "CanonicalTokenization", "ByteLLM", "Ensemble",
+        "CanonicalTokenization", "ByteLLM", "Ensemble", "GuidedConstraint",
     ],
     "genlm.control.potential.built_in": [
         "PromptedLLM", "WFSA", "BoolFSA", "WCFG", "BoolCFG", "JsonSchema",
-        "CanonicalTokenization", "ByteLLM", "Ensemble",
+        "CanonicalTokenization", "ByteLLM", "Ensemble", "GuidedConstraint",
     ],
     "genlm.control.potential.autobatch": ["AutoBatchedPotential"],
     "genlm.control.sampler": [
@@ -110,6 +110,7 @@ SAME_OBJECT = [
     ("genlm.control.potential.base", "EOS", "genlm.control", "EOS"),
     ("genlm.control.sampler.set", "TrieSetSampler", "genlm.control.sampler", "TrieSetSampler"),
     ("genlm.control.sampler", "SequenceModel", "genlm.control.sampler.smc", "SequenceModel"),
+    ("genlm.control", "GuidedConstraint", "genlm.control.potential.built_in.guided", "GuidedConstraint"),
 ]
 
 
@@ -128,6 +129,24 @@ def test_0_4_1_aliases_are_the_same_objects(path_a, name_a, path_b, name_b):
     a = getattr(importlib.import_module(path_a), name_a)
     b = getattr(importlib.import_module(path_b), name_b)
     assert a is b
+
+
+# Modules that moved into subpackages (lm/, fsa/, cfg/, json_schema/, engine/): the old
+# path is an alias re-exporting the same objects.
+MOVED = {
+    "llm": "lm.llm", "bytelm": "lm.bytelm", "canonical": "lm.canonical",
+    "ensemble": "lm.ensemble", "wfsa": "fsa.wfsa", "wcfg": "cfg.wcfg",
+    "json": "json_schema.json", "guided": "engine.guided",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("old,new", sorted(MOVED.items()))
+def test_moved_module_old_path_re_exports_the_same_objects(old, new):
+    alias = importlib.import_module(f"genlm.control.potential.built_in.{old}")
+    module = importlib.import_module(f"genlm.control.potential.built_in.{new}")
+    assert alias.__all__ and set(alias.__all__) <= set(module.__all__)
+    for name in alias.__all__:
+        assert getattr(alias, name) is getattr(module, name)
 
 
 def test_unknown_name_of_a_0_4_1_module_is_an_attribute_error():
@@ -239,7 +258,8 @@ def test_0_4_1_end_of_sequence():
 
 
 def test_0_4_1_helpers_call_shapes():
-    from genlm.control.potential.built_in.llm import load_model, load_model_by_name
+    from genlm.control.potential.built_in.llm import load_model_by_name
+    from genlm.control.potential.built_in.lm._llm_loading import load_model
     from genlm.control.sampler import BoundaryPredicate, FixedLengthBoundary, TokenSetBoundary
     from genlm.control.util import flatten_units
 

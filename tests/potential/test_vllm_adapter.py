@@ -234,7 +234,7 @@ def test_from_name_vllm_builds_the_adapter_over_the_engine(tokenizer, monkeypatc
     `AsyncVirtualLM.from_name` and wraps what it returns (CUDA and vllm faked present)."""
     from genlm.backend import llm as backend_llm
 
-    from genlm.control.potential.built_in import _llm_loading
+    from genlm.control.potential.built_in.lm import _llm_loading
 
     seen = {}
 

@@ -12,6 +12,7 @@ _EXPORTS = {
     "JsonSchema": "genlm.control.potential.built_in.json_schema.json",
     "CanonicalTokenization": "genlm.control.potential.built_in.lm.canonical",
     "Ensemble": "genlm.control.potential.built_in.lm.ensemble",
+    "GuidedConstraint": "genlm.control.potential.built_in.engine.guided",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -269,4 +269,4 @@ def _step(a: ByteAutomaton, fwd: Forward, byte: int) -> Forward | None:
     return _rescale(alpha, fwd.log_scale)
 
 
-__all__ = ["WFSA", "BoolFSA", "Forward", "BYTE_VOCAB", "check_byte_context"]
+__all__ = ["WFSA", "BoolFSA"]

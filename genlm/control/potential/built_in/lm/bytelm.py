@@ -129,7 +129,7 @@ class ByteLLM(Potential):
 
         `backend` and `**kwargs` are as for `PromptedLLM.from_name`.
         """
-        from genlm.control.potential.built_in.lm.llm import load_model
+        from genlm.control.potential.built_in.lm._llm_loading import load_model
 
         return cls(load_model(name, backend, **kwargs), beam_params, cache_size=cache_size)
 
@@ -268,4 +268,4 @@ def _with_eos(llm: AsyncLM, params: BeamParams) -> BeamParams:
     return dataclasses.replace(params, eos_byte_strings=[bytes(llm.byte_vocab[eos_id])])
 
 
-__all__ = ["ByteLLM", "BYTE_VOCAB", "next_byte_row", "context_bytes"]
+__all__ = ["ByteLLM"]

@@ -337,10 +337,4 @@ class CanonicalTokenization(Potential):
         return f"CanonicalTokenization(|V|={len(self.tables.vocab)})"
 
 
-__all__ = [
-    "CanonicalTokenization",
-    "ByteBPE",
-    "TokenizerEncoder",
-    "pair_tables",
-    "byte_alphabet",
-]
+__all__ = ["CanonicalTokenization"]

@@ -279,4 +279,4 @@ def _stack(rows: Sequence[LazyWeights]) -> np.ndarray:
     return np.stack(host_rows(rows))
 
 
-__all__ = ["Ensemble", "power_mean", "op_exponent", "normalize_rows", "NAMED_EXPONENTS", "OPS"]
+__all__ = ["Ensemble"]

@@ -14,7 +14,6 @@ from genlm.backend.tokenization.token import Token
 from genlm.control._device import to_host
 from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in.lm._llm_loading import (
-    BACKENDS,
     _check_lora,
     _default_eos,
     _max_positions,
@@ -358,6 +357,8 @@ class PromptedLLM(Potential):
         Raises:
             ValueError: not exactly one grammar, or one the engine rejects (its message).
         """
+        # The one import from lm/ into engine/ (engine/ depends on lm/'s token maps, never
+        # the reverse at module load), so it is late; tests/potential/test_layout.py checks it.
         from genlm.control.potential.built_in.engine.guided import GuidedConstraint
 
         grammars = {"regex": regex, "lark": lark, "json_schema": json_schema}
@@ -408,4 +409,4 @@ def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 3):
 #: genlm-control 0.4.1's name of `load_model`: a genlm-backend `AsyncLM` by model name.
 load_model_by_name = load_model
 
-__all__ = ["PromptedLLM", "TokenMaps", "build_token_maps", "load_model", "load_model_by_name", "BACKENDS"]
+__all__ = ["PromptedLLM", "load_model_by_name"]
