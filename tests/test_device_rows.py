@@ -214,3 +214,59 @@ def test_product_of_tensor_and_numpy_rows_is_a_tensor():
     rows = asyncio.run((a * b).batch_logw_next([[], []]))
     assert isinstance(rows[0].weights, torch.Tensor)
     np.testing.assert_allclose(rows[0].host(), a.row.double().numpy() + b.row, rtol=1e-6)
+
+
+def _masked_pair(rows: np.ndarray, mask: np.ndarray, seed: int):
+    """Draws with `allowed=mask` and draws from the rows masked to -inf, same uniforms."""
+    t = torch.tensor(rows, dtype=torch.float32)
+    lw = [weights(r) for r in t]
+    got = asyncio.run(
+        draw_many(lw, [np.random.default_rng(seed + k) for k in range(len(rows))], allowed=torch.tensor(mask))
+    )
+    ref_rows = [weights(r) for r in t.where(torch.tensor(mask), -math.inf)]
+    want = asyncio.run(draw_many(ref_rows, [np.random.default_rng(seed + k) for k in range(len(rows))]))
+    return got, want
+
+
+def test_masked_draw_is_the_draw_from_the_masked_rows():
+    """`draw_many(..., allowed=mask)` (masses multiplied by the mask) draws what the
+    rows set to -inf outside the mask draw: same tokens under the same uniforms (up to
+    a float32 CDF boundary, here never), same `logp` and `logw`, never a masked token."""
+    rng = np.random.default_rng(5)
+    rows = rng.normal(scale=3.0, size=(64, 513))
+    mask = rng.random((64, 513)) < 0.3
+    mask[:, 0] = True
+    for seed in range(3):
+        got, want = _masked_pair(rows, mask, 100 * seed)
+        assert [d.token for d in got] == [d.token for d in want]
+        for r, d in enumerate(got):
+            assert mask[r, weights(rows[r]).index(d.token)]
+        np.testing.assert_allclose([d.logp for d in got], [d.logp for d in want], atol=2e-5)
+        np.testing.assert_allclose([d.logw for d in got], [d.logw for d in want], atol=2e-5)
+
+
+def test_masked_draw_of_an_allowed_set_far_below_the_peak_is_exact():
+    """Allowed tokens 200 nats under the row's peak underflow against it in float32;
+    such a row is drawn again from the masked row: the exact law and `log Σ` allowed."""
+    rows = np.full((2, 9), -1.0)
+    rows[:, 0] = 0.0
+    rows[:, 3], rows[:, 5] = -200.0, -201.0
+    mask = np.zeros((2, 9), dtype=bool)
+    mask[:, [3, 5]] = True
+    mask[1] = False  # nothing allowed: EOS with weight zero
+    counts = {3: 0, 5: 0}
+    for seed in range(400):
+        got, _ = _masked_pair(rows, mask, seed)
+        counts[got[0].token] += 1
+        assert got[0].logw == pytest.approx(np.logaddexp(-200.0, -201.0), abs=1e-4)
+        assert got[1].token == "EOS" and got[1].logw == -math.inf
+    p3 = 1 / (1 + math.exp(-1))
+    assert abs(counts[3] / 400 - p3) < 4 * math.sqrt(p3 * (1 - p3) / 400)
+
+
+def test_masked_draw_of_numpy_rows_masks_them_first():
+    rows = np.log(np.array([[0.5, 0.25, 0.25, 1e-9]]))
+    mask = np.array([[False, True, True, True]])
+    d = asyncio.run(draw_many([weights(rows[0])], [np.random.default_rng(0)], allowed=mask))[0]
+    assert d.token in (1, 2, "EOS") and d.token != 0
+    assert d.logw == pytest.approx(math.log(0.5 + 1e-9))

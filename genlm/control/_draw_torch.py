@@ -25,6 +25,7 @@ seed, but not the same draws as the NumPy path's.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -89,8 +90,17 @@ def _indices(rows: torch.Tensor, probs: torch.Tensor, rngs: Sequence, method: st
     return torch.stack(picks), total
 
 
+# A masked row whose allowed mass is below this share of its peak's is drawn again
+# from the masked row itself (its allowed entries may have underflowed).
+_LOW_SHARE = math.log(2.0**-60)
+
+
 def sample_tensor_rows(
-    rows: torch.Tensor, rngs: Sequence[np.random.Generator], method: str, targets: torch.Tensor | None = None
+    rows: torch.Tensor,
+    rngs: Sequence[np.random.Generator],
+    method: str,
+    targets: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One draw per row of `rows` (log weights), read back in one transfer.
 
@@ -98,30 +108,46 @@ def sample_tensor_rows(
     row's `log Σ exp`, `rows[index]` and `targets[index]` (`rows[index]` without
     targets). A row holding NaN is folded (NaN → -inf) and drawn again.
 
+    With `allowed` (a bool block) each row is drawn restricted to it, exactly as
+    from `rows.where(allowed, -inf)`, but without that pass: the masses
+    `exp(row - max(row))` are multiplied by the mask. A row whose allowed mass is
+    under `2⁻⁶⁰` of its peak's (or zero) is drawn again from the masked row, so an
+    allowed set that the unmasked peak would underflow is still drawn exactly.
+
     Raises:
         ValueError: a row holding `+inf`.
     """
-    out = _draw(rows, rngs, method, targets)
+    out = _draw(rows, rngs, method, targets, allowed)
     peak = out[4]
     if np.isposinf(peak).any():
         raise ValueError(
             "a log weight is +inf: a potential returned an infinite weight, which no normalized target can have"
         )
-    nan_rows = np.flatnonzero(np.isnan(peak))
-    if len(nan_rows):
-        sel = torch.as_tensor(nan_rows, device=rows.device)
-        fixed = torch.nan_to_num(rows.index_select(0, sel), nan=float("-inf"))
+    redo_rows = np.isnan(peak)
+    if allowed is not None:
+        with np.errstate(invalid="ignore"):
+            redo_rows |= ~(out[1] - np.nan_to_num(peak, nan=0.0, posinf=0.0, neginf=0.0) >= _LOW_SHARE)
+    redo_rows = np.flatnonzero(redo_rows)
+    if len(redo_rows):
+        sel = torch.as_tensor(redo_rows, device=rows.device)
+        fixed = torch.nan_to_num(rows.index_select(0, sel), nan=float("-inf"), posinf=float("inf"))
+        if allowed is not None:
+            fixed = fixed.where(allowed.index_select(0, sel), float("-inf"))
         sub_t = None if targets is None else targets.index_select(0, sel)
-        redo = _draw(fixed, [rngs[i] for i in nan_rows], method, sub_t)
+        redo = _draw(fixed, [rngs[i] for i in redo_rows], method, sub_t)
         for k in range(4):
-            out[k][nan_rows] = redo[k]
+            out[k][redo_rows] = redo[k]
     return out[0].astype(np.int64), out[1], out[2], out[3]
 
 
-def _draw(rows: torch.Tensor, rngs: Sequence, method: str, targets: torch.Tensor | None) -> list[np.ndarray]:
+def _draw(
+    rows: torch.Tensor, rngs: Sequence, method: str, targets: torch.Tensor | None, allowed: Any = None
+) -> list[np.ndarray]:
     peak = rows.amax(dim=1)
     shift = peak.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
     probs = (rows - shift[:, None]).exp_()
+    if allowed is not None:
+        probs.mul_(allowed)
     idx, total = _indices(rows, probs, rngs, method)
     at = idx[:, None]
     picked = rows.gather(1, at)[:, 0]

@@ -103,6 +103,7 @@ class _Request(NamedTuple):
     rngs: list  # one generator per row
     method: str
     targets: Any = None  # (n, V) target log weights of a tensor request, or None
+    allowed: Any = None  # (n, V) bool mask of a tensor request, or None
 
 
 _TINY = np.finfo(np.float64).tiny
@@ -188,16 +189,26 @@ async def _flush(requests: list[_Request]) -> list[tuple]:
             from genlm.control._draw_torch import sample_tensor_rows
 
             rows = _join([requests[i].rows for i in members])
-            targets = None
+            targets = allowed = None
             if any(requests[i].targets is not None for i in members):
                 targets = _join([requests[i].rows if requests[i].targets is None else requests[i].targets for i in members])
-            parts = sample_tensor_rows(rows, rngs, method, targets)
+            if any(requests[i].allowed is not None for i in members):
+                allowed = _join([_all_allowed(requests[i]) for i in members])
+            parts = sample_tensor_rows(rows, rngs, method, targets, allowed)
         start = 0
         for i in members:
             n = len(requests[i].rngs)
             out[i] = tuple(p[start : start + n] for p in parts)
             start += n
     return out
+
+
+def _all_allowed(request: _Request) -> Any:
+    if request.allowed is not None:
+        return request.allowed
+    import torch
+
+    return torch.ones(request.rows.shape, dtype=torch.bool, device=request.rows.device)
 
 
 def _join(blocks: list) -> Any:
@@ -288,14 +299,25 @@ async def draw_many(
     weights: Sequence[LazyWeights],
     rngs: Sequence[np.random.Generator],
     targets: Sequence[LazyWeights] | None = None,
+    *,
+    allowed: Any = None,
 ) -> list[Draw]:
     """`draw_from` for several rows at once: row `i` is drawn with `rngs[i]` (and
     weighed under `targets[i]` when given). The rows join the current draw window
     as one block, so this costs one reduction however many rows there are.
 
+    With `allowed`, a bool block with one row per weight row (on the rows' device),
+    row `i` is drawn restricted to `allowed[i]`: the law and weights of drawing from
+    `where(allowed[i], weights[i], -inf)`, without building that row (the masses are
+    multiplied by the mask on the device; NumPy rows are masked first).
+
     Raises:
         ValueError: if the lengths differ or a row is not in log space.
     """
+    if allowed is not None and not all(is_tensor(w.weights) for w in weights):
+        host_mask = to_host(allowed) > 0 if is_tensor(allowed) else np.asarray(allowed, dtype=bool)
+        weights = [w.spawn(np.where(m, w.host(), NEG_INF)) for w, m in zip(weights, host_mask)]
+        allowed = None
     if len(rngs) != len(weights) or (targets is not None and len(targets) != len(weights)):
         raise ValueError(
             f"draw_many needs one generator (and target) per row: {len(weights)} rows, "
@@ -312,7 +334,7 @@ async def draw_many(
     for (where, _), members in groups.items():
         group_rngs = [rngs[i] for i in members]
         if where != "numpy":
-            await _draw_tensors(weights, targets, members, group_rngs, out)
+            await _draw_tensors(weights, targets, members, group_rngs, out, allowed)
             continue
         rows = fold_nan(_block([weights[i].weights for i in members]))
         indices, log_zs = await _window.submit(_Request(rows, group_rngs, _draw_method))
@@ -322,7 +344,7 @@ async def draw_many(
     return out
 
 
-async def _draw_tensors(weights, targets, members: list[int], rngs: list, out: list) -> None:
+async def _draw_tensors(weights, targets, members: list[int], rngs: list, out: list, allowed: Any = None) -> None:
     """Draw a group of tensor rows on their device; one read-back for the group."""
     from genlm.control._draw_torch import stacked
 
@@ -330,7 +352,11 @@ async def _draw_tensors(weights, targets, members: list[int], rngs: list, out: l
     tblock = None
     if targets is not None:
         tblock = stacked([like(targets[i].weights, rows[0]) for i in members])
-    indices, log_zs, values, tvalues = await _window.submit(_Request(rows, rngs, _draw_method, tblock))
+    mask = None
+    if allowed is not None:
+        mask = allowed if len(members) == len(allowed) else allowed[members]
+    request = _Request(rows, rngs, _draw_method, tblock, mask)
+    indices, log_zs, values, tvalues = await _window.submit(request)
     for j, i in enumerate(members):
         t = None if targets is None else targets[i]
         out[i] = _tensor_result(weights[i], int(indices[j]), float(log_zs[j]), float(values[j]), float(tvalues[j]), t)
