@@ -6,6 +6,7 @@ import pytest
 
 import genlm.control.draw as draw_mod
 from genlm.control import DRAW_METHODS, EOS, set_draw_method
+from genlm.control._device import stack
 from genlm.control.draw import using_rng
 from genlm.control.util import draw_from
 from genlm.control.weights import LazyWeights
@@ -182,11 +183,11 @@ async def test_draw_many_checks_its_arguments():
 
 def test_rows_of_one_block_are_drawn_in_place_and_others_are_stacked():
     block = np.arange(12, dtype=np.float64).reshape(3, 4)
-    view = draw_mod._block(list(block))
+    view = stack(list(block))
     assert np.shares_memory(view, block)
     np.testing.assert_array_equal(view, block)
-    assert draw_mod._block([block[2], block[0], block[1]]) is not block  # not in order
-    np.testing.assert_array_equal(draw_mod._block([block[2], block[0], block[1]]), block[[2, 0, 1]])
-    np.testing.assert_array_equal(draw_mod._block(list(block[:2])), block[:2])
+    assert stack([block[2], block[0], block[1]]) is not block  # not in order
+    np.testing.assert_array_equal(stack([block[2], block[0], block[1]]), block[[2, 0, 1]])
+    np.testing.assert_array_equal(stack(list(block[:2])), block[:2])
     wide = np.zeros((3, 8))
-    np.testing.assert_array_equal(draw_mod._block([r[:4] for r in wide]), np.zeros((3, 4)))
+    np.testing.assert_array_equal(stack([r[:4] for r in wide]), np.zeros((3, 4)))

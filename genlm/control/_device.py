@@ -53,7 +53,10 @@ def like(x: Any, ref: Any) -> Any:
         torch = _torch()
         if is_tensor(x):
             return x if (x.device == ref.device and x.dtype == ref.dtype) else x.to(ref.device, ref.dtype)
-        return torch.as_tensor(np.asarray(x), dtype=ref.dtype, device=ref.device)
+        x = np.asarray(x)
+        # a read-only view (a `stack` of rows) is copied: torch cannot share it
+        to_tensor = torch.as_tensor if x.flags.writeable else torch.tensor
+        return to_tensor(x, dtype=ref.dtype, device=ref.device)
     return to_host(x) if is_tensor(x) else x
 
 
@@ -131,13 +134,40 @@ class ReadbackCount:
 
 
 def stack(rows: list) -> Any:
-    """Rows as one 2-D block: NumPy rows stacked on the host, tensor rows on their
-    device (a view when they are consecutive rows of one block)."""
+    """Rows as one 2-D block, NumPy rows on the host and tensor rows on their
+    device: a (read-only) view when they lie back to back in one buffer, as the rows
+    of `Potential.rows_to_weights` do, else a stacked copy."""
     if rows and is_tensor(rows[0]):
         from genlm.control._draw_torch import stacked
 
         return stacked(rows)
+    first = rows[0]
+    base = first.base
+    if base is not None and first.dtype == np.float64 and first.flags.c_contiguous:
+        start, stride = first.ctypes.data, first.nbytes
+        if all(
+            r.base is base and r.flags.c_contiguous and r.shape == first.shape and r.dtype == first.dtype
+            and r.ctypes.data == start + i * stride
+            for i, r in enumerate(rows)
+        ):
+            return np.lib.stride_tricks.as_strided(
+                first, shape=(len(rows), len(first)), strides=(stride, first.itemsize), writeable=False
+            )
     return np.stack(rows)
+
+
+def masked(allowed: Any, w: Any) -> Any:
+    """`w` where `allowed`, `-inf` elsewhere (on `w`'s device)."""
+    if is_tensor(w):
+        return w.where(allowed, NEG_INF)
+    return np.where(allowed, w, NEG_INF)
+
+
+def mask_like(allowed: np.ndarray, like: Any) -> Any:
+    """A host bool block, on the device of `like` when that is a tensor."""
+    if not is_tensor(like):
+        return allowed
+    return _torch().as_tensor(allowed, device=like.device)
 
 
 def index_for(idx: np.ndarray, x: Any, cache: dict) -> Any:
@@ -187,6 +217,8 @@ __all__ = [
     "ReadbackCount",
     "logsumexp_rows",
     "stack",
+    "masked",
+    "mask_like",
     "index_for",
     "fold_nan_tensor",
 ]

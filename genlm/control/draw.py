@@ -25,8 +25,10 @@ from genlm.control._device import (
     counting_readbacks,
     is_tensor,
     like,
+    masked,
     place,
     readback_count,
+    stack,
     to_host,
 )
 from genlm.control.weights import NEG_INF, LazyWeights, fold_nan, logsumexp
@@ -257,35 +259,17 @@ async def draw_from(
     return _result(weights, row, index, log_z, target)
 
 
-def _block(rows: list[np.ndarray]) -> np.ndarray:
-    """The rows as one 2-D array: a view when they lie back to back in one buffer
-    (as the rows of `Potential.rows_to_weights` do), else a stacked copy."""
-    first = rows[0]
-    base = first.base
-    if base is not None and first.dtype == np.float64 and first.flags.c_contiguous:
-        start, stride = first.ctypes.data, first.nbytes
-        if all(
-            r.base is base and r.flags.c_contiguous and r.shape == first.shape and r.dtype == first.dtype
-            and r.ctypes.data == start + i * stride
-            for i, r in enumerate(rows)
-        ):
-            return np.lib.stride_tricks.as_strided(
-                first, shape=(len(rows), len(first)), strides=(stride, first.itemsize), writeable=False
-            )
-    return np.stack(rows)
-
-
 def _result(weights: LazyWeights, row: np.ndarray, index: int, log_z: float, target: LazyWeights | None) -> Draw:
-    if log_z == NEG_INF:
-        return Draw(weights.decode[-1], NEG_INF, NEG_INF)
-    token = weights.decode[index]
-    logp = float(row[index] - log_z)
-    if target is None:
-        return Draw(token, logp, float(log_z))
-    return Draw(token, logp, float(fold_nan(to_host(target.weights[index : index + 1]))[0]) - logp)
+    """`_values_result` of a draw from a host row (the target's entry read here)."""
+    tvalue = NEG_INF
+    if target is not None and log_z != NEG_INF:
+        tvalue = float(fold_nan(to_host(target.weights[index : index + 1]))[0])
+    return _values_result(weights, index, log_z, float(row[index]), tvalue, target)
 
 
-def _tensor_result(weights: LazyWeights, index: int, log_z: float, value: float, tvalue: float, target: Any) -> Draw:
+def _values_result(weights: LazyWeights, index: int, log_z: float, value: float, tvalue: float, target: Any) -> Draw:
+    """The `Draw` of index `index` of a row with `log Σw = log_z`, whose entry there is
+    `value` (and the target's `tvalue`); EOS with weight zero for a row without mass."""
     if log_z == NEG_INF:
         return Draw(weights.decode[-1], NEG_INF, NEG_INF)
     logp = value - log_z
@@ -316,7 +300,7 @@ async def draw_many(
     """
     if allowed is not None and not all(is_tensor(w.weights) for w in weights):
         host_mask = to_host(allowed) > 0 if is_tensor(allowed) else np.asarray(allowed, dtype=bool)
-        weights = [w.spawn(np.where(m, w.host(), NEG_INF)) for w, m in zip(weights, host_mask)]
+        weights = [w.spawn(masked(m, w.host())) for w, m in zip(weights, host_mask)]
         allowed = None
     if len(rngs) != len(weights) or (targets is not None and len(targets) != len(weights)):
         raise ValueError(
@@ -336,7 +320,7 @@ async def draw_many(
         if where != "numpy":
             await _draw_tensors(weights, targets, members, group_rngs, out, allowed)
             continue
-        rows = fold_nan(_block([weights[i].weights for i in members]))
+        rows = fold_nan(stack([weights[i].weights for i in members]))
         indices, log_zs = await _window.submit(_Request(rows, group_rngs, _draw_method))
         for j, i in enumerate(members):
             t = None if targets is None else targets[i]
@@ -359,7 +343,7 @@ async def _draw_tensors(weights, targets, members: list[int], rngs: list, out: l
     indices, log_zs, values, tvalues = await _window.submit(request)
     for j, i in enumerate(members):
         t = None if targets is None else targets[i]
-        out[i] = _tensor_result(weights[i], int(indices[j]), float(log_zs[j]), float(values[j]), float(tvalues[j]), t)
+        out[i] = _values_result(weights[i], int(indices[j]), float(log_zs[j]), float(values[j]), float(tvalues[j]), t)
 
 
 __all__ = [

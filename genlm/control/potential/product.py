@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control._device import index_for, is_tensor, match, stack
+from genlm.control._device import index_for, is_tensor, masked, match, stack
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
-from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.weights import LazyWeights
 from genlm.control.window import gather_or_cancel
 
 
@@ -113,7 +113,7 @@ class Product(Potential):
             block = stack([w.weights for w in await other.batch_logw_next(contexts)])
             if is_tensor(block):
                 allowed = await allowed_of(contexts, block)
-                return self.rows_to_weights(block.where(allowed, NEG_INF))
+                return self.rows_to_weights(masked(allowed, block))
             mask_rows = await (self.p2 if other is self.p1 else self.p1).batch_logw_next(contexts)
             return self.rows_to_weights(self._combine(block, stack([w.weights for w in mask_rows])))
         a, b = await gather_or_cancel(

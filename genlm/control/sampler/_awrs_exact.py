@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control._device import index_for, is_tensor
+from genlm.control._device import index_for
 from genlm.control.draw import draw_many
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, host_rows
@@ -96,22 +96,6 @@ def stack_rows(rows: list) -> np.ndarray:
     return np.stack(host_rows(rows))
 
 
-def like_mask(allowed: np.ndarray, like: Any) -> Any:
-    """A host bool block on the device of `like` when that is a tensor."""
-    if not is_tensor(like):
-        return allowed
-    import torch
-
-    return torch.as_tensor(allowed, device=like.device)
-
-
-def masked(allowed: Any, w: Any) -> Any:
-    """`w` where `allowed`, `-inf` elsewhere (on `w`'s device)."""
-    if is_tensor(w):
-        return w.where(allowed, NEG_INF)
-    return np.where(allowed, w, NEG_INF)
-
-
 async def draw_one(weights, target, rng):
     """One draw from `weights` (weighed under `target`) through the draw window."""
     return (await draw_many([weights], [rng], None if target is None else [target]))[0]
@@ -122,4 +106,4 @@ async def none() -> None:
     return None
 
 
-__all__ = ["Support", "like_mask", "masked", "boolean_rows", "boolean_value", "draw_one", "none", "not_boolean", "stack_rows"]
+__all__ = ["Support", "boolean_rows", "boolean_value", "draw_one", "none", "not_boolean", "stack_rows"]

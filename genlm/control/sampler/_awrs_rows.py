@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control._device import is_tensor, match, stack, to_host
+from genlm.control._device import is_tensor, mask_like, match, stack, to_host
 from genlm.control.potential.base import Potential
-from genlm.control.sampler._awrs_exact import Support, boolean_rows, like_mask, stack_rows
+from genlm.control.sampler._awrs_exact import Support, boolean_rows, stack_rows
 from genlm.control.weights import fold_nan
 from genlm.control.window import gather_or_cancel
 
@@ -45,7 +45,7 @@ async def allowed_rows(condition: Potential, batch_allowed: Any, contexts: list[
     if batch_allowed is not None:
         return await batch_allowed(contexts, like)
     rows = await condition.batch_logw_next(contexts)
-    return like_mask(boolean_rows(condition, stack_rows(rows)), like)
+    return mask_like(boolean_rows(condition, stack_rows(rows)), like)
 
 
 def on_host(w: Any, q: Any) -> tuple[np.ndarray, np.ndarray]:

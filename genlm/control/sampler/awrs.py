@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
-from genlm.control._device import is_tensor
+from genlm.control._device import masked
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
@@ -60,7 +60,6 @@ from genlm.control.sampler._awrs_exact import (
     Support,
     boolean_value,
     draw_one,
-    masked,
     none,
 )
 from genlm.control.sampler._awrs_rows import allowed_rows, on_host, proposal_rows
@@ -300,16 +299,11 @@ class AWRS(TokenSampler):
             return await gather_or_cancel(*(one(i) for i in range(len(contexts))))
         allowed = await self._allowed_rows(contexts, w)
         rngs = [self._composed(r) for r in rngs]
+        # the draw restricts each row to its mask (on a tensor's device it multiplies
+        # the masses by it); a target is read only at allowed tokens
         rows = self.condition.rows_to_weights
-        if is_tensor(w):  # the mask multiplies the masses inside the draw
-            targets = None if self.proposal is None else rows(w)
-            draws = await draw_many(rows(q), rngs, targets, allowed=allowed)
-        else:
-            targets = rows(masked(allowed, w))
-            if self.proposal is None:
-                draws = await draw_many(targets, rngs)
-            else:
-                draws = await draw_many(rows(masked(allowed, q)), rngs, targets=targets)
+        targets = None if self.proposal is None else rows(w)
+        draws = await draw_many(rows(q), rngs, targets, allowed=allowed)
         return [(d.token, d.logw, d.logp) for d in draws]
 
     async def logw_eos(self, context: list) -> float:
