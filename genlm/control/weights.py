@@ -124,7 +124,7 @@ class LazyWeights:
         if i is None:
             return NEG_INF if self.is_log else 0.0
         if is_tensor(self.weights):
-            return float(to_host(self.weights[i : i + 1])[0])
+            return float(to_host(self.weights[i]))
         return float(self.weights[i])
 
     def host(self) -> np.ndarray:
@@ -151,7 +151,7 @@ class LazyWeights:
         if self.is_log:
             return logsumexp(self.weights)
         if is_tensor(self.weights):
-            return float(to_host(self.weights.sum().reshape(1))[0])
+            return float(to_host(self.weights.sum()))
         return float(np.sum(self.weights))
 
     def normalize(self) -> "LazyWeights":
@@ -200,7 +200,7 @@ class LazyWeights:
 
     def argmax(self) -> Any:
         w = self.weights
-        return self.decode[int(to_host(w.argmax().reshape(1))[0]) if is_tensor(w) else int(np.argmax(w))]
+        return self.decode[int(to_host(w.argmax())) if is_tensor(w) else int(np.argmax(w))]
 
     def materialize(self, top: int | None = None) -> dict[Any, float]:
         """A dict token → weight, largest first, of the `top` largest (all by default)."""
@@ -227,40 +227,33 @@ class LazyWeights:
         return f"LazyWeights({kind}{shown}{' ...' if len(self) > 5 else ''})"
 
 
-def host_rows(rows: Sequence[LazyWeights]) -> list[np.ndarray]:
-    """Each row's weights as a float64 NumPy array; tensor rows of one device are
-    read back together (one transfer)."""
-    out: list[Any] = [None] * len(rows)
-    tensors = [i for i, r in enumerate(rows) if is_tensor(r.weights)]
+def _read_back_all(parts: Sequence[Any]) -> list[np.ndarray]:
+    """Arrays of equal shape as float64 NumPy; the tensors among them are read back
+    together, in one transfer (on the first tensor's device, in their common dtype)."""
+    out: list[Any] = [None] * len(parts)
+    tensors = [i for i, x in enumerate(parts) if is_tensor(x)]
     if tensors:
         import torch
 
-        block = to_host(torch.stack([rows[i].weights.to(rows[tensors[0]].weights.device) for i in tensors]))
+        first = parts[tensors[0]]
+        dtype = first.dtype if all(parts[i].dtype == first.dtype for i in tensors) else torch.float64
+        block = to_host(torch.stack([parts[i].to(first.device, dtype) for i in tensors]))
         for k, i in enumerate(tensors):
             out[i] = block[k]
-    for i, r in enumerate(rows):
-        if out[i] is None:
-            out[i] = np.asarray(r.weights, dtype=np.float64)
-    return out
+    return [np.asarray(x, dtype=np.float64) if o is None else o for x, o in zip(parts, out)]
+
+
+def host_rows(rows: Sequence[LazyWeights]) -> list[np.ndarray]:
+    """Each row's weights as a float64 NumPy array; tensor rows are read back
+    together (one transfer)."""
+    return _read_back_all([r.weights for r in rows])
 
 
 def eos_column(rows: Sequence[LazyWeights]) -> list[float]:
-    """The EOS entry (the last) of each row, read back in one transfer per group of
-    tensor rows; NaN entries are `-inf`."""
-    out: list[float] = [NEG_INF] * len(rows)
-    tensors = [i for i, r in enumerate(rows) if is_tensor(r.weights)]
-    if tensors:
-        import torch
-
-        firsts = [rows[i].weights[-1:] for i in tensors]
-        dev = firsts[0].device
-        got = to_host(torch.cat([f.to(dev, torch.float64) for f in firsts]))
-        for i, v in zip(tensors, got.tolist()):
-            out[i] = v
-    for i, r in enumerate(rows):
-        if not is_tensor(r.weights):
-            out[i] = float(r.weights[-1])
-    return [NEG_INF if v != v else v for v in out]
+    """The EOS entry (the last) of each row, the tensor rows' read back in one
+    transfer; NaN entries are `-inf`."""
+    values = [float(x[0]) for x in _read_back_all([r.weights[-1:] for r in rows])]
+    return [NEG_INF if v != v else v for v in values]
 
 
 __all__ = ["host_rows", "eos_column", "LazyWeights", "logsumexp", "fold_nan", "NEG_INF"]
