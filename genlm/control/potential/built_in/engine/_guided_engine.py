@@ -223,9 +223,7 @@ def mask_rows(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray) -> n
         masks: `(n, n_words)` int32 packed masks (bit `i % 32` of word `i // 32` is id `i`).
         accepting: `(n,)` bools.
     """
-    bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little")
-    allowed = np.concatenate([bits[:, vocab.vocab_ids], accepting[:, None]], axis=1)
-    return np.where(allowed.astype(bool), 0.0, NEG_INF)
+    return np.where(mask_allowed(vocab, masks, accepting), 0.0, NEG_INF)
 
 
 def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, ref: Any = None) -> Any:

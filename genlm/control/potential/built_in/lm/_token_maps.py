@@ -163,40 +163,31 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
     upcast before the EOS sum); otherwise it is one float64 NumPy block (one host
     transfer).
     """
+    if on_device and logprobs.dtype not in (torch.float32, torch.float64):
+        logprobs = logprobs.float()
+    vocab, eos = _vocab_and_eos(logprobs, maps)
     if on_device:
-        return _device_rows(logprobs, maps)
+        block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=logprobs.dtype, device=logprobs.device)
+    else:
+        if logprobs.device.type != "cpu":
+            vocab, eos = vocab.cpu(), eos.cpu()
+        block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=torch.float64)
+    block[:, :-1].copy_(vocab)
+    block[:, -1].copy_(eos)
+    return block if on_device else block.numpy()
+
+
+def _vocab_and_eos(logprobs: torch.Tensor, maps: TokenMaps) -> tuple[torch.Tensor, torch.Tensor]:
+    """The vocabulary's columns (a slice when its ids are one span) and the EOS
+    tokens' log-sum-exp, in `logprobs`' dtype and device."""
     if len(maps.eos_idxs) == 1:
         eos = logprobs[:, maps.eos_idxs[0]]
     else:
         eos = torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1)
     span = maps.vocab_span
     if span is not None:
-        vocab = logprobs[:, span[0] : span[1]]
-    else:
-        vocab = logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device))
-    if logprobs.device.type != "cpu":
-        vocab, eos = vocab.cpu(), eos.cpu()
-    block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=torch.float64)
-    block[:, :-1].copy_(vocab)
-    block[:, -1].copy_(eos)
-    return block.numpy()
-
-
-def _device_rows(logprobs: torch.Tensor, maps: TokenMaps) -> torch.Tensor:
-    if logprobs.dtype not in (torch.float32, torch.float64):
-        logprobs = logprobs.float()
-    span = maps.vocab_span
-    n, width = len(logprobs), len(maps.vocab_idxs)
-    block = torch.empty(n, width + 1, dtype=logprobs.dtype, device=logprobs.device)
-    if span is not None:
-        block[:, :-1].copy_(logprobs[:, span[0] : span[1]])
-    else:
-        block[:, :-1] = logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device))
-    if len(maps.eos_idxs) == 1:
-        block[:, -1].copy_(logprobs[:, maps.eos_idxs[0]])
-    else:
-        block[:, -1].copy_(torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1))
-    return block
+        return logprobs[:, span[0] : span[1]], eos
+    return logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device)), eos
 
 
 ROWS = ("auto", "device", "host")
