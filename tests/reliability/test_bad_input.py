@@ -5,7 +5,7 @@ import math
 import os
 
 import pytest
-from toys.reliability import AB, NoBB, ab_lm, assert_clear_error, undocumented
+from toys.reliability import AB, Flat, NoBB, ab_lm, assert_clear_error, undocumented
 
 from genlm.control import (
     AWRS,
@@ -14,7 +14,6 @@ from genlm.control import (
     BoolCFG,
     BoolFSA,
     JsonSchema,
-    Potential,
     PromptedLLM,
     direct_token_sampler,
     set_draw_method,
@@ -23,14 +22,6 @@ from genlm.control.embedded import EMBEDDED_MODEL
 from genlm.control.sampler.token import DirectTokenSampler
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-class Flat(Potential):
-    async def prefix(self, context):
-        return 0.0
-
-    async def complete(self, context):
-        return 0.0
 
 
 def _smc(**kw):

@@ -8,7 +8,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from toys.reliability import AB, NoBB, ab_lm, assert_clear_error, undocumented
+from toys.reliability import AB, Flat, NoBB, ab_lm, assert_clear_error, undocumented
 
 from genlm.control import (
     BoolFSA,
@@ -24,14 +24,6 @@ from genlm.control.sampler.set import EagerSetSampler
 from genlm.control.weights import LazyWeights
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-class Flat(Potential):
-    async def prefix(self, context):
-        return 0.0
-
-    async def complete(self, context):
-        return 0.0
 
 
 class TablesBefore(Flat):

@@ -20,6 +20,16 @@ SINGLE = ("prefix", "complete", "score", "logw_next")
 BATCH = ("batch_prefix", "batch_complete", "batch_score", "batch_logw_next")
 
 
+class Flat(Potential):
+    """Weight 1 everywhere over the vocabulary it is given (vocabulary checks)."""
+
+    async def prefix(self, context):
+        return 0.0
+
+    async def complete(self, context):
+        return 0.0
+
+
 class InjectedFault(RuntimeError):
     """The error a `Faulty` potential raises."""
 
