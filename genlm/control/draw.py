@@ -300,7 +300,9 @@ async def draw_many(
     """
     if allowed is not None and not all(is_tensor(w.weights) for w in weights):
         host_mask = to_host(allowed) > 0 if is_tensor(allowed) else np.asarray(allowed, dtype=bool)
-        weights = [w.spawn(masked(m, w.host())) for w, m in zip(weights, host_mask)]
+        # one masked block, so that the draw below reads its rows in place
+        block = masked(host_mask, stack([w.host() for w in weights]))
+        weights = [w.spawn(row) for w, row in zip(weights, block)]
         allowed = None
     if len(rngs) != len(weights) or (targets is not None and len(targets) != len(weights)):
         raise ValueError(
