@@ -153,6 +153,9 @@ async def test_leaving_the_loop_cancels_the_calls_in_flight(echo_pool, tmp_path)
     problems = [(i, str(tmp_path)) for i in range(5)]
     async for result in echo_pool.map(toys.solve_waiting, problems, progress=False):
         assert result.index == 0
+        # the other four are running in the actors (a call cancelled before it starts
+        # leaves no marker, which would make the check below a race)
+        await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 4)
         break
     await asyncio.sleep(0)  # the abandoned generator's aclose runs
     expected = {f"cancelled-{i}" for i in range(1, 5)}
