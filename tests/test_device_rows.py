@@ -270,3 +270,26 @@ def test_masked_draw_of_numpy_rows_masks_them_first():
     d = asyncio.run(draw_many([weights(rows[0])], [np.random.default_rng(0)], allowed=mask))[0]
     assert d.token in (1, 2, "EOS") and d.token != 0
     assert d.logw == pytest.approx(math.log(0.5 + 1e-9))
+
+
+def test_draws_in_threads_do_not_share_scratch_blocks():
+    """CPU draws reuse a scratch block per thread: draws of different blocks in two
+    threads at once give exactly the draws each block gives alone, and a smaller
+    block drawn after a larger one reads none of the larger one's values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    gen = np.random.default_rng(3)
+    blocks = [gen.normal(scale=3.0, size=(n, v)) for n, v in [(32, 2049), (8, 513), (32, 2049), (4, 17)]]
+
+    def run(block: np.ndarray, seed: int) -> list:
+        rows = [weights(r) for r in torch.tensor(block, dtype=torch.float32)]
+        out = []
+        for k in range(20):
+            rngs = [np.random.default_rng([seed, k, i]) for i in range(len(rows))]
+            out.append([(d.token, d.logw) for d in asyncio.run(draw_many(rows, rngs))])
+        return out
+
+    alone = [run(b, s) for s, b in enumerate(blocks)]
+    with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
+        together = list(pool.map(run, blocks, range(len(blocks))))
+    assert together == alone

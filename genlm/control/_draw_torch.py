@@ -26,6 +26,7 @@ seed, but not the same draws as the NumPy path's.
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -54,6 +55,35 @@ def tensor_block(rows: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.stack(list(rows))
 
 
+class _Scratch(threading.local):
+    """Two reusable blocks per thread for the masses and their cumulative sums of
+    CPU rows. A fresh block of a few MiB costs a page fault per 4 KiB on its first
+    write (about as long as the arithmetic itself at 128k tokens); reusing one block
+    per thread keeps the draw at the speed of its arithmetic. Blocks over
+    `SCRATCH_LIMIT` elements are not kept, so at most `2 × SCRATCH_LIMIT × 4` bytes
+    (128 MiB) stay held per thread. Device rows use the device's own allocator."""
+
+    def __init__(self) -> None:
+        self.blocks: dict = {}
+
+
+SCRATCH_LIMIT = 1 << 24
+_SCRATCH = _Scratch()
+
+
+def _scratch(like: torch.Tensor, slot: int) -> torch.Tensor:
+    """An uninitialised tensor shaped like `like` (which is 2-D), valid until the
+    next draw in this thread."""
+    size = like.numel()
+    if like.device.type != "cpu" or size > SCRATCH_LIMIT:
+        return torch.empty_like(like)
+    key = (like.dtype, slot)
+    block = _SCRATCH.blocks.get(key)
+    if block is None or block.numel() < size:
+        block = _SCRATCH.blocks[key] = torch.empty(size, dtype=like.dtype)
+    return block[:size].view(like.shape)
+
+
 def _generators(rngs: Sequence[np.random.Generator], device: torch.device) -> list[torch.Generator]:
     out = []
     for rng in rngs:
@@ -67,7 +97,7 @@ def _indices(rows: torch.Tensor, probs: torch.Tensor, rngs: Sequence, method: st
     """Drawn indices (on the device) and the row totals `Σ exp(row - peak)`."""
     n, v = rows.shape
     if method == "inverse_cdf":
-        cdf = probs.cumsum(dim=1)
+        cdf = torch.cumsum(probs, dim=1, out=_scratch(probs, 1))
         total = cdf[:, -1]
         u = np.fromiter((r.random() for r in rngs), np.float64, n)
         goal = torch.as_tensor(u, device=rows.device).mul_(total).to(cdf.dtype)
@@ -145,9 +175,12 @@ def _draw(
 ) -> list[np.ndarray]:
     peak = rows.amax(dim=1)
     shift = peak.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
-    probs = (rows - shift[:, None]).exp_()
+    probs = torch.sub(rows, shift[:, None], out=_scratch(rows, 0)).exp_()
     if allowed is not None:
-        probs.mul_(allowed)
+        # a bool mask is read as bytes and widened first: multiplying by bools
+        # directly takes a slow casting path on CPU (about 10x the multiply)
+        mask = allowed.view(torch.uint8) if allowed.dtype == torch.bool else allowed
+        probs.mul_(mask.to(probs.dtype))
     idx, total = _indices(rows, probs, rngs, method)
     at = idx[:, None]
     picked = rows.gather(1, at)[:, 0]
