@@ -291,19 +291,25 @@ class _Walk:
         from the pool). All draws come from the Chooser's Generator."""
         probs = pool.probs[live]
         order = np.argsort(choose.rng.standard_exponential(len(live)) / probs, kind="stable")
-        chosen, flags = probs[order], ok[order]
+        chosen = probs[order]
         before = np.cumsum(chosen[::-1])[::-1]  # the live mass not yet arrived, summed exactly
-        stop = self._stops(flags)
-        end = int(stop[0]) + 1 if len(stop) else len(order)
-        self.accept_at.extend((len(self.masses) + np.flatnonzero(flags[:end])).tolist())
+        end = self.arrive(live[order], chosen, before, ok[order], choose)
+        pool.remove_many(live[order[:end]].tolist())
+
+    def arrive(self, drawn: np.ndarray, chosen: np.ndarray, before: np.ndarray, ok: np.ndarray, choose: _Chooser) -> int:
+        """Walk distinct tokens in arrival order, given their probabilities, the mass
+        not yet arrived before each and whether each is allowed, up to the stopping
+        rule; the choices' log probability goes to `choose`. Returns how many were
+        walked."""
+        stop = self._stops(ok)
+        end = int(stop[0]) + 1 if len(stop) else len(drawn)
+        self.accept_at.extend((len(self.masses) + np.flatnonzero(ok[:end])).tolist())
         self.masses.extend(before[:end].tolist())
-        logp = np.log(chosen[:end]).sum() - np.log(before[:end]).sum()
-        choose.logp += float(logp)
-        drawn = live[order[:end]]
-        self.accepts.extend(drawn[flags[:end]].tolist())
-        self.rejects += int(np.count_nonzero(~flags[:end]))
+        choose.logp += float(np.log(chosen[:end]).sum() - np.log(before[:end]).sum())
+        self.accepts.extend(drawn[:end][ok[:end]].tolist())
+        self.rejects += int(np.count_nonzero(~ok[:end]))
         self.done = bool(len(stop))
-        pool.remove_many(drawn.tolist())
+        return end
 
 
 def skip_coin(walk: _Walk, probs: np.ndarray, choose: _Chooser) -> bool:
