@@ -4,7 +4,8 @@ A potential over `V` tokens whose `batch_logw_next` returns fixed float32 torch 
 (the rows a model on a device hands over, with the model's cost taken out) is
 sampled by SMC with `N` particles for `STEPS` steps, with the direct sampler and with
 AWRS under an engine-like condition (packed bit masks, as llguidance produces, with
-no grammar cost). The reference, timed in the same run on the same rows, is the
+no grammar cost), and AWRS on its search path under the same language checked in
+blocks (`allowed_next`, no rows). The reference, timed in the same run on the same rows, is the
 bare stacked torch draw: `max`, `exp`, `cumsum` and `searchsorted` of one uniform
 per row, i.e. what any sampler must do per step. The ratio is the framework's cost
 (SMC bookkeeping, products, masks, the draw, the read-back) over that floor.
@@ -100,6 +101,26 @@ class PackedMask(Potential):
         return mask_allowed(self.engine, np.tile(self.words, (n, 1)), np.ones(n, dtype=bool), like)
 
 
+class EvenNext(Potential):
+    """The same language as `PackedMask` for AWRS's search path: no rows, only
+    `prefix`/`complete` and block checks (`allowed_next`, vectorised, no grammar
+    work), so a step costs the race, the walks and the read-backs."""
+
+    def __init__(self, vocab: int):
+        super().__init__(list(range(vocab)))
+        self.vocab_size = vocab
+
+    async def prefix(self, context):
+        return 0.0 if all(x % 2 == 0 for x in context) else -math.inf
+
+    async def complete(self, context):
+        return await self.prefix(context)
+
+    async def allowed_next(self, context, indices):
+        indices = np.asarray(indices)
+        return (indices % 2 == 0) | (indices == self.vocab_size)
+
+
 def bare_draw(block: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     peak = block.amax(dim=1, keepdim=True)
     cdf = (block - peak).exp().cumsum(dim=1)
@@ -132,21 +153,25 @@ def measure(vocab: int) -> dict:
     of the times and of the per-repeat ratios."""
     pot = FixedRows(vocab, N)
     direct, awrs = direct_token_sampler(pot), AWRS(pot, PackedMask(vocab))
+    search = AWRS(pot, EvenNext(vocab))
     gen = torch.Generator().manual_seed(0)
-    time_bare(pot.block, gen), time_smc(direct, 0), time_smc(awrs, 0)  # warm-up
-    bare, d, a = [], [], []
+    time_bare(pot.block, gen), time_smc(direct, 0), time_smc(awrs, 0), time_smc(search, 0)  # warm-up
+    bare, d, a, s = [], [], [], []
     for r in range(REPEATS):
         bare.append(time_bare(pot.block, gen))
         d.append(time_smc(direct, r))
         a.append(time_smc(awrs, r))
+        s.append(time_smc(search, r))
     med = statistics.median
     return {
         "vocab": vocab,
         "bare_ms": med(bare) * 1e3,
         "direct_ms": med(d) * 1e3,
         "awrs_ms": med(a) * 1e3,
+        "search_ms": med(s) * 1e3,
         "direct_ratio": med(x / y for x, y in zip(d, bare)),
         "awrs_ratio": med(x / y for x, y in zip(a, bare)),
+        "search_ratio": med(x / y for x, y in zip(s, bare)),
     }
 
 
@@ -158,14 +183,18 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     print(f"N = {N}, {STEPS} steps, median of {REPEATS} (CPU time), torch threads = {torch.get_num_threads()}")
-    print("| V | bare draw (ms) | direct (ms) | direct / bare | AWRS (ms) | AWRS / bare |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| V | bare draw (ms) | direct (ms) | direct / bare | AWRS (ms) | AWRS / bare "
+        "| AWRS search (ms) | search / bare |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for v in args.vocab:
         row = measure(v)
         rows.append(row)
         print(
             f"| {v} | {row['bare_ms']:.2f} | {row['direct_ms']:.2f} | {row['direct_ratio']:.2f}× "
-            f"| {row['awrs_ms']:.2f} | {row['awrs_ratio']:.2f}× |",
+            f"| {row['awrs_ms']:.2f} | {row['awrs_ratio']:.2f}× "
+            f"| {row['search_ms']:.2f} | {row['search_ratio']:.2f}× |",
             flush=True,
         )
     if args.json:

@@ -176,8 +176,9 @@ def test_direct_step_reads_back_once(n_particles, vocab):
 
 @pytest.mark.parametrize("n_particles", [1, 8, 64])
 def test_awrs_search_step_reads_back_once(n_particles):
-    """AWRS with a condition that has no cheap rows: the step's rows come back to the
-    host in one read-back for all particles; the searches then run on the host."""
+    """AWRS with a condition that has no cheap rows: the race is drawn on the device
+    and every particle's first 64 arrivals come back in one read-back, which holds
+    every token of these 65-entry rows, so no walk asks for more."""
     sampler = AWRS(Fixed(64), EvenOnly(64))
     assert not sampler.exact
     contexts = [[] for _ in range(n_particles)]

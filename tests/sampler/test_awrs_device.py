@@ -91,6 +91,7 @@ def setup(n: int = 300, p_allow: float = 0.1, batched: bool = True, seed: int = 
     table = TensorTable(n, seed)
     sampler = AWRS(table, Allowed(allowed, batched), seed=seed, **config)
     sampler.enumerate_at = enumerate_at
+    sampler.device_race = True  # the CPU's default is the host search
     if block is not None:
         sampler.device_block = block
     target = table.rows32([]) + np.where(np.append(allowed, True), 0.0, NEG_INF)
@@ -167,7 +168,7 @@ def test_a_proposal_is_weighed_under_the_potential():
     allowed = np.random.default_rng(1).random(n) < 0.3
     potential, proposal = TensorTable(n, 1), TensorTable(n, 1, p_zero=0.0, temper=0.6)
     sampler = AWRS(potential, Allowed(allowed, True), proposal=proposal, seed=4)
-    sampler.enumerate_at = 0
+    sampler.enumerate_at, sampler.device_race = 0, True
     target = potential.rows32([]) + np.where(np.append(allowed, True), 0.0, NEG_INF)
     tokens, logws = draws(sampler, 3000)
     assert_properly_weighted(sampler, target, tokens, logws)
@@ -265,7 +266,7 @@ class Rows(Potential):
 
 def _sample(row: list, n: int = 4) -> list:
     sampler = AWRS(Rows(row), Allowed(np.ones(len(row) - 1, dtype=bool), True), seed=0)
-    sampler.enumerate_at = 0
+    sampler.enumerate_at, sampler.device_race = 0, True
     return asyncio.run(sampler.batch_sample([[] for _ in range(n)], [np.random.default_rng(k) for k in range(n)]))
 
 
@@ -277,6 +278,23 @@ def test_rows_without_mass_nan_and_inf():
     assert all(w == pytest.approx(math.log(2.0), abs=1e-5) for _, w, _ in got)
     with pytest.raises(ValueError, match=r"\+inf"):
         _sample([0.0, math.inf, 0.0, 0.0, 0.0])
+
+
+def test_the_race_is_on_the_device_off_the_cpu_by_default():
+    """`device_race=None` (the default) draws the race on the device for rows off the
+    CPU only; on CPU tensors (and NumPy rows) the host search runs, with the NumPy
+    path's draws."""
+    sampler, _ = setup(n=50)
+    sampler.device_race = None
+    cpu = torch.zeros(3, 51)
+    assert not _awrs_device.race_on_device(sampler, cpu)
+    assert not _awrs_device.race_on_device(sampler, cpu.numpy())
+    meta = torch.zeros(3, 51, device="meta")  # any device that is not the CPU
+    assert _awrs_device.race_on_device(sampler, meta)
+    sampler.device_race = True
+    assert _awrs_device.race_on_device(sampler, cpu)
+    sampler.device_race = False
+    assert not _awrs_device.race_on_device(sampler, meta)
 
 
 def test_single_sample_takes_the_device_race_too():

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from genlm.control._device import read_back
+from genlm.control._device import is_tensor, read_back
 from genlm.control.sampler._awrs_search import _Chooser, _Walk, skip_coin, walk_estimate
 from genlm.control.weights import NEG_INF
 from genlm.control.window import Window
@@ -60,14 +60,8 @@ class Race:
         )
         n, self.size = q.shape
         log_q = torch.logsumexp(q, dim=1) if self.size else q.new_full((n,), NEG_INF)
-        keys = torch.empty_like(q)
-        for r, rng in enumerate(rngs):
-            gen = torch.Generator(device=q.device)
-            gen.manual_seed(int(rng.integers(2**63 - 1)))
-            keys[r].exponential_(generator=gen)
-        # log E - log q: a token of weight zero never arrives (+inf)
-        self.keys = keys.clamp_(min=torch.finfo(q.dtype).tiny).log_().sub_(q)
-        # q / Σq; each read zeroes the arrived entries in a copy and sums the rest
+        self.keys = _keys(q, rngs)
+        # q / Σq; the arrived entries are zeroed as they are read, the rest summed
         shift = torch.where(torch.isfinite(log_q), log_q, 0.0)
         self.probs = (q - shift[:, None]).exp_()
         live = (q > NEG_INF).sum(dim=1).to(q.dtype)
@@ -86,17 +80,25 @@ class Race:
         every row holds already are not read back again."""
         torch = self.torch
         k = min(max(counts), self.size)
+        every = rows == list(range(len(self.arrived)))
         sel = torch.as_tensor(rows, device=self.q.device)
-        keys = self.keys.index_select(0, sel)
-        order = torch.topk(keys, k, dim=1, largest=False, sorted=True).indices
-        rest = self.probs.index_select(0, sel).scatter_(1, order, 0.0).sum(dim=1, keepdim=True)
-        order = order[:, min(self.arrived[r].fetched for r in rows) :]
+
+        def of(block: Any) -> Any:  # the rows' part of an (n, V) block (a copy unless all)
+            return block if every else block.index_select(0, sel)
+
+        order = torch.topk(of(self.keys), k, dim=1, largest=False, sorted=True).indices
+        at = (sel[:, None], order)
+        self.probs.index_put_(at, self.probs.new_zeros(()))
+        rest = of(self.probs).sum(dim=1, keepdim=True)
+        held = min(self.arrived[r].fetched for r in rows)
+        order = order[:, held:]
+        at = (sel[:, None], order)
         k = order.shape[1]
-        parts = [order.to(self.q.dtype), self.q.index_select(0, sel).gather(1, order)]
+        parts = [order.to(self.q.dtype), self.q[at]]
         if self.w is not None:
-            parts.append(self.w.index_select(0, sel).gather(1, order).to(self.q.dtype))
+            parts.append(self.w[at].to(self.q.dtype))
         width = len(parts)
-        parts.append(rest)
+        parts.append(rest.to(self.q.dtype))
         if head is not None:
             parts.append(head.index_select(0, sel).to(self.q.dtype))
         back = read_back(torch.cat(parts, dim=1)).numpy().astype(np.float64)
@@ -125,6 +127,22 @@ class Race:
     def values(self, r: int, position: int) -> tuple[float, float]:
         """`(w, q)` of row `r` at an arrived position (`w` is `q` without a proposal)."""
         return self.arrived[r].values[position]
+
+
+def _keys(q: Any, rngs: Sequence[np.random.Generator]) -> Any:
+    """The race's keys `log E - q` (`E ~ Exp(1)`), one row per generator: `+inf` where
+    `q` is `-inf`. `E = -log(1 - U)` from double-precision uniforms drawn on `q`'s
+    device by a torch Generator seeded from the row's generator: single-precision
+    uniforms would put `E = 0` (a token arriving first whatever its weight) in one
+    row of 131k tokens in a hundred, and round small `E` coarsely."""
+    import torch
+
+    u = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    for r, rng in enumerate(rngs):
+        gen = torch.Generator(device=q.device)
+        gen.manual_seed(int(rng.integers(2**63 - 1)))
+        u[r].uniform_(generator=gen)
+    return u.neg_().log1p_().neg_().log_().to(q.dtype).sub_(q)
 
 
 class _Arrivals:
@@ -194,6 +212,16 @@ class _Known:
         if isinstance(key, (list, np.ndarray)):
             return np.array([self.probs[int(i)] for i in key])
         return self.probs[int(key)]
+
+
+def race_on_device(sampler: Any, q: Any) -> bool:
+    """Whether AWRS's search over rows `q` draws its race on their device: by
+    `sampler.device_race`, or when that is None, for tensor rows off the CPU. On a
+    CPU the rows are in host memory already, where the host search's blocks of draws
+    cost less than a key per token (`docs/performance.md`)."""
+    if not is_tensor(q):
+        return False
+    return q.device.type != "cpu" if sampler.device_race is None else bool(sampler.device_race)
 
 
 async def search_on_device(
@@ -282,4 +310,4 @@ async def _walk(sampler: Any, race: Race, r: int, context: list, choose: _Choose
     return first, log_z, checks
 
 
-__all__ = ["Race", "search_on_device"]
+__all__ = ["Race", "race_on_device", "search_on_device"]

@@ -51,12 +51,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
-from genlm.control._device import is_tensor, masked
+from genlm.control._device import masked
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
-from genlm.control.sampler._awrs_device import search_on_device
+from genlm.control.sampler._awrs_device import race_on_device, search_on_device
 from genlm.control.sampler._awrs_exact import (
     Support,
     boolean_value,
@@ -215,6 +215,7 @@ class AWRS(TokenSampler):
     vector_walk = 64  # blocks at least this long are walked in numpy
     race_after = 16  # rejects after which a Generator-driven search finishes by `_Walk.race`
     device_block = 64  # arrivals per row in a tensor-row step's first read-back (_awrs_device)
+    device_race = None  # the search's race drawn on the rows' device; None: off the CPU only
 
     # Rows (genlm.control.sampler._awrs_rows) ------------------------------------
 
@@ -256,7 +257,7 @@ class AWRS(TokenSampler):
         if self.exact:
             allowed = await self._allowed_rows([context], w)
             return await self._exact(w[0], q[0], allowed[0], draw)
-        if draw is None and is_tensor(q):
+        if draw is None and race_on_device(self, q):
             return (await search_on_device(self, [context], w, q, [self._rng()]))[0]
         w, q = on_host(w, q)
         return await self._search_row(context, w[0], q[0], draw)
@@ -287,14 +288,15 @@ class AWRS(TokenSampler):
         `cheap_logw_next` condition, one batch of condition masks (on the rows' device)
         and one stacked draw (one read-back); otherwise the rows come to the host in
         one read-back and each context's search runs on them, concurrently; on tensor
-        rows the searches' race is drawn on the rows' device and only its first
-        arrivals are read back (`genlm.control.sampler._awrs_device`)."""
+        rows off the CPU (`device_race`) the searches' race is drawn on the rows'
+        device and only the arrivals walked are read back
+        (`genlm.control.sampler._awrs_device`)."""
         if not self.autobatch or type(self).sample is not AWRS.sample:
             return await super().batch_sample(contexts, rngs)
         if not contexts:
             return []
         w, q = await self._rows(contexts)
-        if not self.exact and is_tensor(q):
+        if not self.exact and race_on_device(self, q):
             return await search_on_device(self, contexts, w, q, [self._composed(r) for r in rngs])
         if not self.exact:
             w, q = on_host(w, q)
