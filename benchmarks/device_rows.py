@@ -5,7 +5,8 @@ A potential over `V` tokens whose `batch_logw_next` returns fixed float32 torch 
 sampled by SMC with `N` particles for `STEPS` steps, with the direct sampler and with
 AWRS under an engine-like condition (packed bit masks, as llguidance produces, with
 no grammar cost), and AWRS on its search path under the same language checked in
-blocks (`allowed_next`, no rows). The reference, timed in the same run on the same rows, is the
+blocks (`allowed_next`, no rows): on the CPU's default (the host search) and with
+the race forced onto the tensors' device (`device_race = True`, a GPU's default). The reference, timed in the same run on the same rows, is the
 bare stacked torch draw: `max`, `exp`, `cumsum` and `searchsorted` of one uniform
 per row, i.e. what any sampler must do per step. The ratio is the framework's cost
 (SMC bookkeeping, products, masks, the draw, the read-back) over that floor.
@@ -153,15 +154,18 @@ def measure(vocab: int) -> dict:
     of the times and of the per-repeat ratios."""
     pot = FixedRows(vocab, N)
     direct, awrs = direct_token_sampler(pot), AWRS(pot, PackedMask(vocab))
-    search = AWRS(pot, EvenNext(vocab))
+    search, race = AWRS(pot, EvenNext(vocab)), AWRS(pot, EvenNext(vocab))
+    race.device_race = True  # what a GPU does by default; absent before that option
     gen = torch.Generator().manual_seed(0)
-    time_bare(pot.block, gen), time_smc(direct, 0), time_smc(awrs, 0), time_smc(search, 0)  # warm-up
-    bare, d, a, s = [], [], [], []
+    for sampler in (direct, awrs, search, race):  # warm-up
+        time_smc(sampler, 0)
+    bare, d, a, s, k = [], [], [], [], []
     for r in range(REPEATS):
         bare.append(time_bare(pot.block, gen))
         d.append(time_smc(direct, r))
         a.append(time_smc(awrs, r))
         s.append(time_smc(search, r))
+        k.append(time_smc(race, r))
     med = statistics.median
     return {
         "vocab": vocab,
@@ -169,9 +173,11 @@ def measure(vocab: int) -> dict:
         "direct_ms": med(d) * 1e3,
         "awrs_ms": med(a) * 1e3,
         "search_ms": med(s) * 1e3,
+        "race_ms": med(k) * 1e3,
         "direct_ratio": med(x / y for x, y in zip(d, bare)),
         "awrs_ratio": med(x / y for x, y in zip(a, bare)),
         "search_ratio": med(x / y for x, y in zip(s, bare)),
+        "race_ratio": med(x / y for x, y in zip(k, bare)),
     }
 
 
@@ -185,16 +191,17 @@ def main() -> None:
     print(f"N = {N}, {STEPS} steps, median of {REPEATS} (CPU time), torch threads = {torch.get_num_threads()}")
     print(
         "| V | bare draw (ms) | direct (ms) | direct / bare | AWRS (ms) | AWRS / bare "
-        "| AWRS search (ms) | search / bare |"
+        "| AWRS search (ms) | search / bare | device race (ms) | race / bare |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for v in args.vocab:
         row = measure(v)
         rows.append(row)
         print(
             f"| {v} | {row['bare_ms']:.2f} | {row['direct_ms']:.2f} | {row['direct_ratio']:.2f}× "
             f"| {row['awrs_ms']:.2f} | {row['awrs_ratio']:.2f}× "
-            f"| {row['search_ms']:.2f} | {row['search_ratio']:.2f}× |",
+            f"| {row['search_ms']:.2f} | {row['search_ratio']:.2f}× "
+            f"| {row['race_ms']:.2f} | {row['race_ratio']:.2f}× |",
             flush=True,
         )
     if args.json:

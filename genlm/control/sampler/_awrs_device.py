@@ -9,10 +9,10 @@ clocks is token `i` with probability `q_i / M`, and by memorylessness so is ever
 next one among the tokens left: the law of the host search's draws without
 replacement).
 
-One batched computation for all the particles of a step folds NaN, normalises the
-rows, draws the keys and takes each row's first `first` arrivals (`topk`). The host
+AWRS uses it for rows on an accelerator (`race_on_device`). One batched computation
+for all the particles of a step folds NaN, normalises the rows, draws the keys and takes each row's first `first` arrivals (`topk`). The host
 reads back only those, in one transfer: their positions and `q` (and `w`) values,
-each row's `log Σ q`, live count and peak, and the mass of the tokens not yet
+each row's `log Σ q` and live count, and the mass of the tokens not yet
 arrived (summed on the device from the live entries, so it loses no digits to
 cancellation). A walk that needs more arrivals asks for them, twice as many each
 time; the requests made in one pass of the event loop are served by one computation
@@ -246,7 +246,7 @@ async def _one(sampler: Any, race: Race, r: int, context: list, rng: np.random.G
     if race.live[r] <= sampler.enumerate_at:
         return await _enumerated(sampler, race, r, context, rng)
     choose = _Chooser(sampler.support.tokens, None, rng)
-    first, log_z, checks = await _walk(sampler, race, r, context, choose)
+    first, log_z = await _walk(sampler, race, r, context, choose)
     if first is None or log_z == NEG_INF:
         return eos, NEG_INF, choose.logp
     w_x, q_x = race.values(r, first)
@@ -272,8 +272,8 @@ async def _enumerated(
 
 
 async def _walk(sampler: Any, race: Race, r: int, context: list, choose: _Chooser) -> tuple:
-    """`AWRS.search` over the device race's arrivals: the first accepted position,
-    `log Ẑ` and the number of checks."""
+    """`AWRS.search` over the device race's arrivals: the first accepted position
+    and `log Ẑ`."""
     m = sampler.max_accepts if sampler.proper_weights else 1
     walk = _Walk(
         m, sampler.max_rejects if sampler.proper_weights else float("inf"), coin=sampler.recursive
@@ -282,7 +282,6 @@ async def _walk(sampler: Any, race: Race, r: int, context: list, choose: _Choose
     size = sampler.block_size if batched else 1
     known: dict[int, float] = {}
     probs = _Known(known)
-    checks = 0
     while not walk.done:
         if walk.coin and walk.accepts and walk.skip is None:
             walk.skip = skip_coin(walk, probs, choose)
@@ -293,8 +292,7 @@ async def _walk(sampler: Any, race: Race, r: int, context: list, choose: _Choose
         if not len(drawn):
             break
         known.update(zip(drawn.tolist(), chosen.tolist()))
-        ok, n = await sampler._check_block(context, drawn)
-        checks += n
+        ok, _ = await sampler._check_block(context, drawn)
         walk.arrive(drawn, chosen, before, ok, choose)
         if rest:
             break
@@ -307,7 +305,7 @@ async def _walk(sampler: Any, race: Race, r: int, context: list, choose: _Choose
         proper_weights=sampler.proper_weights,
         n_monte_carlo_samples=sampler.n_monte_carlo_samples,
     )
-    return first, log_z, checks
+    return first, log_z
 
 
 __all__ = ["Race", "race_on_device", "search_on_device"]
