@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from toys.rows import FixedRow
 
 from genlm.control import AWRS, Potential, direct_token_sampler
 from genlm.control.draw import counting_readbacks, draw_many, set_draw_method
@@ -123,29 +124,10 @@ def test_importance_draw_weighs_under_a_tensor_or_numpy_target():
         assert d.logw == pytest.approx(t[d.token] - math.log(0.5), abs=1e-6)
 
 
-class Fixed(Potential):
-    """A potential over `n` tokens whose rows are one fixed torch block (the rows a
-    user's model might return), or NumPy when `tensor=False`."""
-
-    def __init__(self, n: int, tensor: bool = True, seed: int = 0):
-        super().__init__(list(range(n)))
-        rng = np.random.default_rng(seed)
-        row = rng.normal(size=n + 1)
-        self.row = torch.tensor(row, dtype=torch.float32) if tensor else row
-
-    async def prefix(self, context):
-        return 0.0
-
-    async def complete(self, context):
-        return 0.0
-
-    async def logw_next(self, context):
-        return self.make_lazy_weights(self.row)
-
-    async def batch_logw_next(self, contexts):
-        if isinstance(self.row, torch.Tensor):
-            return self.rows_to_weights(self.row.repeat(len(contexts), 1))
-        return self.rows_to_weights(np.tile(self.row, (len(contexts), 1)))
+def Fixed(n: int, tensor: bool = True, seed: int = 0) -> FixedRow:
+    """A fixed standard normal row over `n` tokens: a float32 tensor (as a model on a
+    device hands over) or NumPy."""
+    return FixedRow.random(n, tensor, seed)
 
 
 class EvenOnly(Potential):

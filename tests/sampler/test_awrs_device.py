@@ -16,6 +16,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
+from toys.rows import FixedRow
 
 from genlm.control import AWRS, Potential
 from genlm.control.draw import counting_readbacks
@@ -244,28 +245,8 @@ def test_runs_are_reproducible_under_a_seed():
     assert a.contexts != c.contexts
 
 
-class Rows(Potential):
-    """One fixed tensor row after every context."""
-
-    def __init__(self, row: list):
-        super().__init__(list(range(len(row) - 1)))
-        self.row = torch.tensor(row, dtype=torch.float32)
-
-    async def prefix(self, context):
-        return 0.0
-
-    async def complete(self, context):
-        return 0.0
-
-    async def logw_next(self, context):
-        return self.make_lazy_weights(self.row)
-
-    async def batch_logw_next(self, contexts):
-        return self.rows_to_weights(self.row.repeat(len(contexts), 1))
-
-
 def _sample(row: list, n: int = 4) -> list:
-    sampler = AWRS(Rows(row), Allowed(np.ones(len(row) - 1, dtype=bool), True), seed=0)
+    sampler = AWRS(FixedRow(row), Allowed(np.ones(len(row) - 1, dtype=bool), True), seed=0)
     sampler.enumerate_at, sampler.device_race = 0, True
     return asyncio.run(sampler.batch_sample([[] for _ in range(n)], [np.random.default_rng(k) for k in range(n)]))
 

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control._device import is_tensor, read_back
-from genlm.control.sampler._awrs_search import _Chooser, _Walk, skip_coin, walk_estimate
+from genlm.control.sampler._awrs_search import _Chooser, _Walk, estimate, skip_coin
 from genlm.control.weights import NEG_INF
 from genlm.control.window import Window
 
@@ -297,14 +297,7 @@ async def _walk(sampler: Any, race: Race, r: int, context: list, choose: _Choose
         if rest:
             break
         size = min(2 * size, sampler.max_block) if batched else 1
-    first, log_z = walk_estimate(
-        walk,
-        probs,
-        choose,
-        max_accepts=sampler.max_accepts,
-        proper_weights=sampler.proper_weights,
-        n_monte_carlo_samples=sampler.n_monte_carlo_samples,
-    )
+    first, log_z = estimate(sampler, walk, probs, choose)
     return first, log_z
 
 

@@ -320,6 +320,18 @@ def skip_coin(walk: _Walk, probs: np.ndarray, choose: _Chooser) -> bool:
     return share >= 0.5 and choose.coin(min(share, 1.0))
 
 
+def estimate(sampler: Any, walk: _Walk, probs: Any, choose: _Chooser) -> tuple[int | None, float]:
+    """`walk_estimate` under an AWRS sampler's settings."""
+    return walk_estimate(
+        walk,
+        probs,
+        choose,
+        max_accepts=sampler.max_accepts,
+        proper_weights=sampler.proper_weights,
+        n_monte_carlo_samples=sampler.n_monte_carlo_samples,
+    )
+
+
 def walk_estimate(
     walk: _Walk,
     probs: np.ndarray,

@@ -69,8 +69,8 @@ from genlm.control.sampler._awrs_search import (
     _folded_max,
     _Pool,
     _Walk,
+    estimate,
     skip_coin,
-    walk_estimate,
 )
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.weights import NEG_INF, fold_nan
@@ -404,14 +404,7 @@ class AWRS(TokenSampler):
                     checks += len(live)
                 break
             size = min(2 * size, self.max_block) if batched else 1
-        first, log_z = walk_estimate(
-            walk,
-            probs,
-            choose,
-            max_accepts=self.max_accepts,
-            proper_weights=self.proper_weights,
-            n_monte_carlo_samples=self.n_monte_carlo_samples,
-        )
+        first, log_z = estimate(self, walk, probs, choose)
         return Search(first, log_z, choose.logp, checks)
 
     def cleanup(self) -> None:
