@@ -12,7 +12,8 @@ and the environment). On CUDA:
 (b) for the embedded model and a randomly initialised Llama-shaped model of about 1B
     parameters with a 128k vocabulary (bf16, built on the device; synthetic byte-level
     tokenizer, see `_gpu_check_models.py`): unconstrained SMC (`direct_token_sampler`)
-    and regex AWRS SMC at N = 16 and 64 for 64 tokens, each against the floor (plain
+    and regex AWRS SMC at N = 16 and 64 for 64 tokens, and AWRS's search path (the
+    regex checked in blocks, the race drawn on the device) at N = 16, each against the floor (plain
     batched decoding with a KV cache on the same device, same N and tokens). Reported:
     ms per step (`wall / steps`, the steps being the longest returned context) and
     `ratio = SMC ms per step / floor ms per step`, the median over `--repeats` after
@@ -64,6 +65,9 @@ from _gpu_check_report import write_report  # noqa: E402
 REGEX = r"[a-z ,.]+"  # lowercase words: most tokens of both vocabularies are allowed
 PROMPT = "The value of x is"
 TARGETS = {"unconstrained": 1.2, "regex AWRS": 1.5}
+# AWRS's search path (the regex as a condition without rows, checked in blocks), with
+# its race drawn on the rows' device; no target, measured at the smallest N only
+SEARCH = "regex AWRS search"
 
 
 def _positive(kind):
@@ -153,7 +157,41 @@ def sampler_for(llm, workload: str):
 
     if workload == "unconstrained":
         return direct_token_sampler(llm)
+    if workload == SEARCH:
+        sampler = AWRS(llm, _Searched(BoolFSA.from_regex(REGEX).coerce(llm, f=b"".join, engine=False)))
+        sampler.device_race = True  # the default off the CPU; forced so the CPU smoke runs it
+        return sampler
     return AWRS(llm, BoolFSA.from_regex(REGEX).coerce(llm, f=b"".join))
+
+
+def _searched_class():
+    from genlm.control import Potential
+
+    class Searched(Potential):
+        """A condition's `prefix`, `complete` and block checks without its rows, so
+        that AWRS takes its search path."""
+
+        def __init__(self, inner):
+            super().__init__(tables=inner.tables)
+            self.inner = inner
+
+        async def prefix(self, context):
+            return await self.inner.prefix(context)
+
+        async def complete(self, context):
+            return await self.inner.complete(context)
+
+        async def batch_prefix(self, contexts):
+            return await self.inner.batch_prefix(contexts)
+
+        async def allowed_next(self, context, indices):
+            return await self.inner.allowed_next(context, indices)
+
+    return Searched
+
+
+def _Searched(inner):
+    return _searched_class()(inner)
 
 
 async def smc_seconds(llm, sampler, n: int, tokens: int, seed: int) -> tuple[float, int]:
@@ -197,7 +235,7 @@ async def count_readbacks(llm, sampler, n: int, tokens: int) -> float:
 
 async def measure(label: str, llm, hf, workload: str, n: int, tokens: int, repeats: int) -> dict:
     """One table row: SMC and floor ms per step, their ratio, syncs per step."""
-    row = {"model": label, "workload": workload, "n": n, "tokens": tokens, "target": TARGETS[workload]}
+    row = {"model": label, "workload": workload, "n": n, "tokens": tokens, "target": TARGETS.get(workload)}
     try:
         sampler = sampler_for(llm, workload)
         prompt = list(llm._start)
@@ -239,13 +277,13 @@ async def benchmark(device: str, smoke: bool, repeats: int, deadline: float) -> 
             traceback.print_exc()
             rows.append({"model": name, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]})
             continue
-        for n in ns:
-            for workload in TARGETS:
-                if time.perf_counter() > deadline:
-                    rows.append({"model": label, "workload": workload, "n": n, "tokens": tokens,
-                                 "target": TARGETS[workload], "status": "skipped: over the time budget"})
-                    continue
-                rows.append(await measure(label, llm, hf, workload, n, tokens, repeats))
+        runs = [(n, workload) for n in ns for workload in TARGETS] + [(ns[0], SEARCH)]
+        for n, workload in runs:
+            if time.perf_counter() > deadline:
+                rows.append({"model": label, "workload": workload, "n": n, "tokens": tokens,
+                             "target": TARGETS.get(workload), "status": "skipped: over the time budget"})
+                continue
+            rows.append(await measure(label, llm, hf, workload, n, tokens, repeats))
         del llm, hf
         if device == "cuda":
             torch.cuda.empty_cache()
