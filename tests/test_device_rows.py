@@ -276,3 +276,55 @@ def test_draws_in_threads_do_not_share_scratch_blocks():
     with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
         together = list(pool.map(run, blocks, range(len(blocks))))
     assert together == alone
+
+
+@pytest.mark.parametrize("vocab", [8192, 8192 + 300, 40000])
+def test_long_rows_are_drawn_by_blocks_with_the_law_of_the_row(vocab):
+    """Rows of at least 8192 entries are drawn through block sums and one block's scan
+    (`_blocked_inverse_cdf`): over 6400 draws the mass falling in each of 8 groups of
+    entries (spread over many blocks, the last one partial) matches the row (χ², 7
+    degrees of freedom), and for the same uniforms the index is the one a float64
+    scan of the row gives, but for a rare float32 boundary."""
+    from genlm.control._draw_torch import _blocked_inverse_cdf
+
+    gen = np.random.default_rng(vocab)
+    row = gen.normal(scale=2.0, size=vocab)
+    row[gen.random(vocab) < 0.2] = -np.inf
+    p = np.exp(row - np.logaddexp.reduce(row[np.isfinite(row)]))
+    probs = torch.tensor(np.exp(row - row[np.isfinite(row)].max()), dtype=torch.float32)
+    u = gen.random(6400)
+    got, total = _blocked_inverse_cdf(probs.repeat(6400, 1), torch.tensor(u))
+    got = got.numpy()
+    assert np.all(p[got] > 0)
+    assert float(total[0]) == pytest.approx(float(probs.double().sum()), rel=1e-5)
+    exact = np.minimum(np.searchsorted(np.cumsum(p), u, side="right"), vocab - 1)
+    assert np.mean(got == exact) > 0.995
+    group = (np.arange(vocab) * 8) // vocab
+    counts = np.bincount(group[got], minlength=8)
+    expected = np.bincount(group, weights=p, minlength=8) * len(u)
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 30, chi2  # P(χ²₇ > 30) ≈ 1e-4
+
+
+def test_long_rows_never_draw_a_zero_mass_entry():
+    """Long rows (two partial blocks' worth past 8192) whose live entries are few and
+    tiny beside one large one, some at block edges: the blocked draw never lands on
+    a zero entry."""
+    rng = np.random.default_rng(2)
+    vocab = 8192 + 700
+    block = np.full((64, vocab + 1), -np.inf)
+    for r in block:
+        live = np.concatenate([rng.choice(vocab, size=30, replace=False), [511, 512, 8191, 8192, vocab]])
+        r[live] = rng.uniform(-30, -10, size=len(live))
+        r[live[0]] = 0.0
+    rows = [weights(torch.tensor(r, dtype=torch.float32)) for r in block]
+    rngs = [np.random.default_rng(k) for k in range(64)]
+    for _ in range(50):
+        for row, d in zip(rows, asyncio.run(draw_many(rows, rngs))):
+            assert row[d.token] > -math.inf
+    from genlm.control._draw_torch import _blocked_inverse_cdf
+
+    # u = 0 finds each row's first live entry, past any number of empty blocks
+    probs = torch.tensor(np.exp(block), dtype=torch.float32)
+    idx, _ = _blocked_inverse_cdf(probs, torch.zeros(64, dtype=torch.float64))
+    assert idx.tolist() == [int(np.flatnonzero(np.isfinite(r))[0]) for r in block]

@@ -97,9 +97,11 @@ def _indices(rows: torch.Tensor, probs: torch.Tensor, rngs: Sequence, method: st
     """Drawn indices (on the device) and the row totals `Σ exp(row - peak)`."""
     n, v = rows.shape
     if method == "inverse_cdf":
+        u = np.fromiter((r.random() for r in rngs), np.float64, n)
+        if v >= _BLOCKED_FROM:
+            return _blocked_inverse_cdf(probs, torch.as_tensor(u, device=rows.device))
         cdf = torch.cumsum(probs, dim=1, out=_scratch(probs, 1))
         total = cdf[:, -1]
-        u = np.fromiter((r.random() for r in rngs), np.float64, n)
         goal = torch.as_tensor(u, device=rows.device).mul_(total).to(cdf.dtype)
         # a goal that rounds up to the total lands on the last entry, which the
         # zero-mass check below moves when it has no mass
@@ -118,6 +120,39 @@ def _indices(rows: torch.Tensor, probs: torch.Tensor, rngs: Sequence, method: st
     safe[:, 0] += (total <= 0).to(safe.dtype)
     picks = [torch.multinomial(p, 1, generator=g)[0] for p, g in zip(safe, gens)]
     return torch.stack(picks), total
+
+
+# Rows at least this long are drawn by `_blocked_inverse_cdf`, in blocks of `_BLOCK`.
+_BLOCKED_FROM = 8192
+_BLOCK = 512
+
+
+def _blocked_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse-CDF draw of each row of `probs` at `u · total`, without the row's
+    whole cumulative sum: the sums of blocks of `_BLOCK` entries (one reading pass,
+    the last block shorter), their cumulative sum, the block where the goal falls,
+    and the cumulative sum of that block only. It is the same draw as the full scan
+    up to float rounding (both are float sums of the same masses; the block sums are
+    the more accurate), at about a third of its cost on a CPU for long rows. A goal
+    that rounds past its block lands on the block's last entry, which the zero-mass
+    check of `_draw` moves when it has no mass. Returns indices and row totals."""
+    n, v = probs.shape
+    whole = (v // _BLOCK) * _BLOCK
+    sums = probs[:, :whole].reshape(n, -1, _BLOCK).sum(dim=2)
+    if whole < v:
+        sums = torch.cat([sums, probs[:, whole:].sum(dim=1, keepdim=True)], dim=1)
+    ends = sums.cumsum_(dim=1)
+    total = ends[:, -1].clone()
+    goal = u.mul_(total).to(probs.dtype)[:, None]
+    block = torch.searchsorted(ends, goal, right=True).clamp_(max=ends.shape[1] - 1)
+    before = torch.where(block > 0, ends.gather(1, (block - 1).clamp_(min=0)), 0.0)
+    # the last block's columns past the row read its last entry: the scan reaches
+    # them only where the goal rounds past the row's mass, and then draws that entry
+    cols = (block * _BLOCK + torch.arange(_BLOCK, device=probs.device)[None, :]).clamp_(max=v - 1)
+    masses = probs.gather(1, cols)
+    scan = masses.cumsum_(dim=1).add_(before)
+    at = torch.searchsorted(scan, goal, right=True).clamp_(max=_BLOCK - 1)
+    return cols.gather(1, at)[:, 0], total
 
 
 # A masked row whose allowed mass is below this share of its peak's is drawn again
