@@ -8,7 +8,9 @@ weights and reads back, in one transfer, everything the caller needs: the index,
 Inverse CDF (the default method) is the row's `max`, `exp`, `cumsum` and a
 `searchsorted` of one uniform per row, the uniform drawn from the row's NumPy
 Generator as on the NumPy path, so a seeded run consumes the same randomness on
-both paths. The two paths give the same index except where the single-precision
+both paths. Rows of 8192 entries or more are scanned by blocks: the sums of blocks
+of 512 entries, their cumulative sum, and the cumulative sum of the one block where
+the uniform falls (`_blocked_inverse_cdf`). The two paths give the same index except where the single-precision
 CDF puts a boundary on the other side of the uniform than the double-precision one
 does (an event of probability about `2⁻²⁴` per draw).
 
