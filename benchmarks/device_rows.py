@@ -63,7 +63,20 @@ class FixedRows(Potential):
         return self.rows_to_weights(block)
 
 
-class PackedMask(Potential):
+class EvenTokens(Potential):
+    """The language of the conditions below: even tokens only (EOS any time)."""
+
+    def __init__(self, vocab: int):
+        super().__init__(list(range(vocab)))
+
+    async def prefix(self, context):
+        return 0.0 if all(x % 2 == 0 for x in context) else -math.inf
+
+    async def complete(self, context):
+        return await self.prefix(context)
+
+
+class PackedMask(EvenTokens):
     """A Boolean condition with an engine's interface: every other token allowed,
     held as packed 32-bit words (llguidance's layout), no grammar work. Older
     versions of the library, which lack `batch_allowed`, read its float rows."""
@@ -71,7 +84,7 @@ class PackedMask(Potential):
     cheap_logw_next = True
 
     def __init__(self, vocab: int):
-        super().__init__(list(range(vocab)))
+        super().__init__(vocab)
         ids = np.arange(vocab)
         bits = np.zeros(((vocab + 31) // 32) * 32, dtype=np.uint8)
         bits[ids[ids % 2 == 0]] = 1
@@ -79,12 +92,6 @@ class PackedMask(Potential):
         self.ids = ids
         self.engine = None
         self.row = np.where(np.append(ids % 2 == 0, True), 0.0, -math.inf)
-
-    async def prefix(self, context):
-        return 0.0 if all(x % 2 == 0 for x in context) else -math.inf
-
-    async def complete(self, context):
-        return await self.prefix(context)
 
     async def batch_logw_next(self, contexts):
         return self.rows_to_weights(np.tile(self.row, (len(contexts), 1)))
@@ -102,20 +109,14 @@ class PackedMask(Potential):
         return mask_allowed(self.engine, np.tile(self.words, (n, 1)), np.ones(n, dtype=bool), like)
 
 
-class EvenNext(Potential):
+class EvenNext(EvenTokens):
     """The same language as `PackedMask` for AWRS's search path: no rows, only
     `prefix`/`complete` and block checks (`allowed_next`, vectorised, no grammar
     work), so a step costs the race, the walks and the read-backs."""
 
     def __init__(self, vocab: int):
-        super().__init__(list(range(vocab)))
+        super().__init__(vocab)
         self.vocab_size = vocab
-
-    async def prefix(self, context):
-        return 0.0 if all(x % 2 == 0 for x in context) else -math.inf
-
-    async def complete(self, context):
-        return await self.prefix(context)
 
     async def allowed_next(self, context, indices):
         indices = np.asarray(indices)

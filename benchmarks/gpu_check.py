@@ -157,41 +157,14 @@ def sampler_for(llm, workload: str):
 
     if workload == "unconstrained":
         return direct_token_sampler(llm)
-    if workload == SEARCH:
-        sampler = AWRS(llm, _Searched(BoolFSA.from_regex(REGEX).coerce(llm, f=b"".join, engine=False)))
-        sampler.device_race = True  # the default off the CPU; forced so the CPU smoke runs it
-        return sampler
-    return AWRS(llm, BoolFSA.from_regex(REGEX).coerce(llm, f=b"".join))
-
-
-def _searched_class():
-    from genlm.control import Potential
-
-    class Searched(Potential):
-        """A condition's `prefix`, `complete` and block checks without its rows, so
-        that AWRS takes its search path."""
-
-        def __init__(self, inner):
-            super().__init__(tables=inner.tables)
-            self.inner = inner
-
-        async def prefix(self, context):
-            return await self.inner.prefix(context)
-
-        async def complete(self, context):
-            return await self.inner.complete(context)
-
-        async def batch_prefix(self, contexts):
-            return await self.inner.batch_prefix(contexts)
-
-        async def allowed_next(self, context, indices):
-            return await self.inner.allowed_next(context, indices)
-
-    return Searched
-
-
-def _Searched(inner):
-    return _searched_class()(inner)
+    if workload != SEARCH:
+        return AWRS(llm, BoolFSA.from_regex(REGEX).coerce(llm, f=b"".join))
+    sampler = AWRS(llm, BoolFSA.from_regex(REGEX).coerce(llm, f=b"".join, engine=False))
+    # the condition's rows are left unread: the search path, checking drawn tokens
+    # in blocks, with its race on the device (the default off the CPU; forced so
+    # that the CPU smoke run takes it too)
+    sampler.exact, sampler.device_race = False, True
+    return sampler
 
 
 async def smc_seconds(llm, sampler, n: int, tokens: int, seed: int) -> tuple[float, int]:

@@ -87,14 +87,24 @@ def test_no_zero_mass_entry_is_drawn_from_float32_rows():
     """Rows of 4096 entries where most entries are zero and the live ones tiny beside
     one large entry: float32 cumulative sums have flat steps at zero entries; the
     draw never lands on one."""
-    rng = np.random.default_rng(1)
-    block = np.full((64, 4097), -np.inf)
+    assert_only_live_entries_drawn(sparse_rows(np.random.default_rng(1), 4096, 40))
+
+
+def sparse_rows(rng: np.random.Generator, vocab: int, size: int, extra: tuple = ()) -> np.ndarray:
+    """64 rows over `vocab` tokens and EOS, each with `size` random live entries (and
+    those at `extra`) between -30 and -10 beside one at 0, the rest zero."""
+    block = np.full((64, vocab + 1), -np.inf)
     for r in block:
-        live = rng.choice(4096, size=40, replace=False)
-        r[live] = rng.uniform(-30, -10, size=40)
+        live = np.concatenate([rng.choice(vocab, size=size, replace=False), np.array(extra, dtype=int)])
+        r[live] = rng.uniform(-30, -10, size=len(live))
         r[live[0]] = 0.0
+    return block
+
+
+def assert_only_live_entries_drawn(block: np.ndarray) -> None:
+    """50 draws from each float32 row of `block` land on entries with mass."""
     rows = [weights(torch.tensor(r, dtype=torch.float32)) for r in block]
-    rngs = [np.random.default_rng(k) for k in range(64)]
+    rngs = [np.random.default_rng(k) for k in range(len(rows))]
     for _ in range(50):
         for row, d in zip(rows, asyncio.run(draw_many(rows, rngs))):
             assert row[d.token] > -math.inf
@@ -310,18 +320,9 @@ def test_long_rows_never_draw_a_zero_mass_entry():
     """Long rows (two partial blocks' worth past 8192) whose live entries are few and
     tiny beside one large one, some at block edges: the blocked draw never lands on
     a zero entry."""
-    rng = np.random.default_rng(2)
     vocab = 8192 + 700
-    block = np.full((64, vocab + 1), -np.inf)
-    for r in block:
-        live = np.concatenate([rng.choice(vocab, size=30, replace=False), [511, 512, 8191, 8192, vocab]])
-        r[live] = rng.uniform(-30, -10, size=len(live))
-        r[live[0]] = 0.0
-    rows = [weights(torch.tensor(r, dtype=torch.float32)) for r in block]
-    rngs = [np.random.default_rng(k) for k in range(64)]
-    for _ in range(50):
-        for row, d in zip(rows, asyncio.run(draw_many(rows, rngs))):
-            assert row[d.token] > -math.inf
+    block = sparse_rows(np.random.default_rng(2), vocab, 30, (511, 512, 8191, 8192, vocab))
+    assert_only_live_entries_drawn(block)
     from genlm.control._draw_torch import _blocked_inverse_cdf
 
     # u = 0 finds each row's first live entry, past any number of empty blocks
