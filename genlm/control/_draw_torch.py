@@ -144,7 +144,7 @@ def _blocked_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> tuple[torch.Te
     if whole < v:
         sums = torch.cat([sums, probs[:, whole:].sum(dim=1, keepdim=True)], dim=1)
     ends = sums.cumsum_(dim=1)
-    total = ends[:, -1].clone()
+    total = ends[:, -1]
     goal = u.mul_(total).to(probs.dtype)[:, None]
     block = torch.searchsorted(ends, goal, right=True).clamp_(max=ends.shape[1] - 1)
     before = torch.where(block > 0, ends.gather(1, (block - 1).clamp_(min=0)), 0.0)

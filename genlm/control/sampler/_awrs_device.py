@@ -32,9 +32,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control._device import is_tensor, read_back
+from genlm.control.draw import using_rng
 from genlm.control.sampler._awrs_search import _Chooser, _Walk, estimate, skip_coin
 from genlm.control.weights import NEG_INF
-from genlm.control.window import Window
+from genlm.control.window import Window, gather_or_cancel
 
 
 class Race:
@@ -229,8 +230,6 @@ async def search_on_device(
 ) -> list[tuple]:
     """`batch_sample` of AWRS's search path on tensor rows: `(token, logw, logp)` per
     context, each particle's choices made with its generator in `rngs`."""
-    from genlm.control.window import gather_or_cancel
-
     first = max(sampler.device_block, sampler.enumerate_at)
     race = Race(None if w is q else w, q, rngs, first)
     return await gather_or_cancel(
@@ -258,8 +257,6 @@ async def _enumerated(
     sampler: Any, race: Race, r: int, context: list, rng: np.random.Generator
 ) -> tuple:
     """A support of at most `enumerate_at` tokens: all checked, then an exact draw."""
-    from genlm.control.draw import using_rng
-
     positions, _, _ = await race.take_rest(r)
     size = race.size
     w_row, q_row = np.full(size, NEG_INF), np.full(size, NEG_INF)
