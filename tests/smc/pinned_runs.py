@@ -1,8 +1,8 @@
-"""Seeded SMC runs on self-contained numpy toys, pinned bit for bit.
+"""Seeded SMC runs on self-contained numpy toys, pinned to a few ulps.
 
 `RUNS` maps a name to a coroutine function returning a `Sequences`; the values in
 `test_pinned_runs.py` were recorded from these runs before the SMC code moved into
-`genlm.control.smc`, so equality proves the move changed no draw and no weight.
+`genlm.control.smc`, so agreement proves the move changed no draw and no weight.
 The toys live here (not in the shared toy modules) so that edits to those cannot
 move the pins.
 """

@@ -9,6 +9,8 @@ a trie set sampler and `terminate_when` with `max_tokens` truncation.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from pinned_runs import RUNS, digest
 
@@ -61,10 +63,41 @@ PINNED = {
 }
 
 
+# Another x86 machine with the same package versions may round a sum differently in
+# the last bit (a BLAS kernel, a fused multiply-add). The contexts are pinned exactly;
+# each weight within ULPS units in the last place of max(|a|, |b|, 1): weights near
+# zero come from cancellations of terms of order one, so their error is of that order.
+ULPS = 16
+
+
+def _close(got: float, pinned: float) -> bool:
+    if math.isinf(pinned) or math.isinf(got):
+        return got == pinned
+    return abs(got - pinned) <= ULPS * math.ulp(max(abs(got), abs(pinned), 1.0))
+
+
 @pytest.mark.parametrize("name", sorted(PINNED))
-async def test_seeded_run_is_bit_for_bit_what_it_was(name):
+async def test_seeded_run_is_what_it_was(name):
     log_ml, text, log_weights = PINNED[name]
     got_ml, got_weights, got_text = digest(await RUNS[name]())
     assert got_text == text
-    assert got_weights == log_weights
-    assert got_ml == log_ml
+    assert len(got_weights) == len(log_weights)
+    for got, pinned in zip(got_weights, log_weights):
+        assert _close(float.fromhex(got), float.fromhex(pinned)), (got, pinned)
+    assert _close(float.fromhex(got_ml), float.fromhex(log_ml)), (got_ml, log_ml)
+
+
+@pytest.mark.parametrize(
+    "got, pinned, close",
+    [
+        (1.0, 1.0 + 8 * math.ulp(1.0), True),
+        (1.0, 1.0 + 64 * math.ulp(1.0), False),
+        (0.0, -(2.0**-51), True),
+        (0.0, -(2.0**-40), False),
+        (-1.5e3, -1.5e3 * (1 + 1e-12), False),
+        (-math.inf, -math.inf, True),
+        (-math.inf, -1e300, False),
+    ],
+)
+def test_tolerance_is_a_few_ulps(got, pinned, close):
+    assert _close(got, pinned) is close
