@@ -38,11 +38,19 @@ def _pids(results):
     return {r.value[2] for r in results}
 
 
-async def _wait_for(predicate, timeout=30.0):
-    """Polls `predicate` until it holds (a bound on a hang, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
+# A bound on a hang only, never a timing assertion: actors start in new processes that
+# import torch, which takes tens of seconds on a loaded 2-core machine.
+HANG = 600.0
+
+
+async def _wait_for(predicate, task=None):
+    """Polls `predicate` (a marker an actor writes) until it holds. If `task`, the run
+    that should make it hold, ends first, the wait fails at once with the run's outcome."""
+    deadline = time.monotonic() + HANG
     while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
+        if task is not None and task.done():
+            raise AssertionError(f"the run ended before the condition held: {task!r}")
+        assert time.monotonic() < deadline, "condition not reached (hung?)"
         await asyncio.sleep(0.05)
 
 
@@ -173,7 +181,7 @@ async def test_cancelling_the_task_cancels_the_calls_and_close_kills_the_actors(
     task = asyncio.ensure_future(
         pool.gather(toys.solve_waiting, [(i, str(tmp_path)) for i in range(1, 4)], progress=False)
     )
-    await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 3)
+    await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 3, task)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -280,10 +288,10 @@ async def test_closing_the_pool_mid_run_ends_the_run_without_replacements(ray, t
     task = asyncio.ensure_future(
         pool.gather(toys.solve_waiting, [(i, str(tmp_path)) for i in (1, 2)], progress=False)
     )
-    await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 2)
+    await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 2, task)
     pool.close()
     with pytest.raises(RuntimeError, match="this Pool was closed; make a new one"):
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, HANG)
     assert pool._started_actors == 1
 
 
@@ -291,10 +299,13 @@ async def test_closing_the_pool_while_a_replacement_starts_ends_the_run(ray, tmp
     env = {**toys.ENV, "MARKER_DIR": str(tmp_path)}
     pool = Pool(toys.setup_slow_to_replace, actors=1, cpus_per_actor=0.5, concurrency=2, env_vars=env)
     task = asyncio.ensure_future(pool.gather(toys.solve_killing, ["a", "kill"], progress=False))
-    await _wait_for(lambda: (tmp_path / "replacing").exists())
-    pool.close()
-    with pytest.raises(RuntimeError, match="this Pool was closed; make a new one"):
-        await asyncio.wait_for(task, 30)
+    try:
+        await _wait_for(lambda: (tmp_path / "replacing").exists(), task)
+        pool.close()
+        with pytest.raises(RuntimeError, match="this Pool was closed; make a new one"):
+            await asyncio.wait_for(task, HANG)
+    finally:
+        (tmp_path / "release").write_text("")  # the replacement's setup may return now
 
 
 async def test_an_actor_killed_by_ray_kill_is_replaced(ray, tmp_path):
@@ -306,9 +317,9 @@ async def test_an_actor_killed_by_ray_kill_is_replaced(ray, tmp_path):
         task = asyncio.ensure_future(
             pool.gather(toys.solve_slowly, [(n, str(tmp_path)) for n in names], progress=False)
         )
-        await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 4)
+        await _wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 4, task)
         ray_module.kill(victim)
-        results = await asyncio.wait_for(task, 60)
+        results = await asyncio.wait_for(task, HANG)
     assert [r.value for r in results] == names
     # Round-robin: actor 0 held "a" and "c"; they ran again on actor 1 or on 2.
     assert [r.attempts for r in results] == [2, 1, 2, 1]

@@ -139,14 +139,18 @@ asyncio.run(main())
 
 
 def setup_slow_to_replace():
-    """Fast the first time; a replacement (the marker exists) takes a minute. The
-    marker directory comes from the actor's environment (`MARKER_DIR`)."""
+    """Fast the first time; a replacement (the marker exists) writes "replacing" and
+    then waits for the test's "release" marker (at most ten minutes), so the pool is
+    closed while the replacement starts however slow the machine is. The marker
+    directory comes from the actor's environment (`MARKER_DIR`)."""
     import time
 
     marker_dir = Path(os.environ["MARKER_DIR"])
     if (marker_dir / "first-setup").exists():
         (marker_dir / "replacing").write_text("")
-        time.sleep(60)
+        deadline = time.monotonic() + 600
+        while not (marker_dir / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
     (marker_dir / "first-setup").write_text("")
     return {}
 
