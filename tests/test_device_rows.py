@@ -119,6 +119,22 @@ def test_nan_entries_are_zero_and_posinf_is_an_error():
         asyncio.run(draw_many([weights(bad)], [np.random.default_rng(0)]))
 
 
+def test_rows_with_nan_draw_alike_on_tensor_and_numpy_rows():
+    """A row holding NaN is one draw from the folded row on either path: the same
+    tokens, and each generator left where one uniform leaves it (the next draws agree)."""
+    gen = np.random.default_rng(5)
+    rows = gen.normal(size=(24, V))
+    rows[::2, gen.integers(V, size=12)] = np.nan
+    for _ in range(2):
+        rngs_t = [np.random.default_rng(k) for k in range(24)]
+        rngs_n = [np.random.default_rng(k) for k in range(24)]
+        for _step in range(3):
+            t = asyncio.run(draw_many([weights(torch.tensor(r)) for r in rows], rngs_t))
+            n = asyncio.run(draw_many([weights(r.copy()) for r in rows], rngs_n))
+            assert [d.token for d in t] == [d.token for d in n]
+        assert [r.random() for r in rngs_t] == [r.random() for r in rngs_n]
+
+
 def test_empty_tensor_row_draws_eos():
     d = asyncio.run(draw_many([weights(torch.full((V,), -math.inf))], [np.random.default_rng(0)]))[0]
     assert d.token == "EOS" and d.logw == -math.inf

@@ -86,31 +86,41 @@ def _scratch(like: torch.Tensor, slot: int) -> torch.Tensor:
     return block[:size].view(like.shape)
 
 
-def _generators(rngs: Sequence[np.random.Generator], device: torch.device) -> list[torch.Generator]:
+def _noise(rngs: Sequence[np.random.Generator], method: str) -> np.ndarray:
+    """Each row's randomness, taken once from its generator: the inverse-CDF draw's
+    uniform, or the seed of the torch generator that the other methods draw with. A
+    row drawn again (NaN folded, an underflowed mask) reuses it, so it consumes what
+    one draw from the folded row consumes on the NumPy path."""
+    if method == "inverse_cdf":
+        return np.fromiter((r.random() for r in rngs), np.float64, len(rngs))
+    return np.fromiter((r.integers(2**63 - 1) for r in rngs), np.int64, len(rngs))
+
+
+def _generators(seeds: np.ndarray, device: torch.device) -> list[torch.Generator]:
     out = []
-    for rng in rngs:
+    for seed in seeds:
         g = torch.Generator(device=device)
-        g.manual_seed(int(rng.integers(2**63 - 1)))
+        g.manual_seed(int(seed))
         out.append(g)
     return out
 
 
-def _indices(rows: torch.Tensor, probs: torch.Tensor, rngs: Sequence, method: str) -> tuple:
+def _indices(rows: torch.Tensor, probs: torch.Tensor, noise: np.ndarray, method: str) -> tuple:
     """Drawn indices (on the device) and the row totals `Σ exp(row - peak)`."""
     n, v = rows.shape
     if method == "inverse_cdf":
-        u = np.fromiter((r.random() for r in rngs), np.float64, n)
+        u = noise
         if v >= _BLOCKED_FROM:
             return _blocked_inverse_cdf(probs, torch.as_tensor(u, device=rows.device))
         cdf = torch.cumsum(probs, dim=1, out=_scratch(probs, 1))
         total = cdf[:, -1]
-        goal = torch.as_tensor(u, device=rows.device).mul_(total).to(cdf.dtype)
+        goal = torch.as_tensor(u, device=rows.device).mul(total).to(cdf.dtype)
         # a goal that rounds up to the total lands on the last entry, which the
         # zero-mass check below moves when it has no mass
         idx = torch.searchsorted(cdf, goal[:, None], right=True)[:, 0]
         return idx.clamp_(max=v - 1), total
     total = probs.sum(dim=1)
-    gens = _generators(rngs, rows.device)
+    gens = _generators(noise, rows.device)
     if method == "gumbel_max":
         race = torch.empty_like(probs)
         for g, out in zip(gens, race):
@@ -145,7 +155,7 @@ def _blocked_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> tuple[torch.Te
         sums = torch.cat([sums, probs[:, whole:].sum(dim=1, keepdim=True)], dim=1)
     ends = sums.cumsum_(dim=1)
     total = ends[:, -1]
-    goal = u.mul_(total).to(probs.dtype)[:, None]
+    goal = u.mul(total).to(probs.dtype)[:, None]
     block = torch.searchsorted(ends, goal, right=True).clamp_(max=ends.shape[1] - 1)
     before = torch.where(block > 0, ends.gather(1, (block - 1).clamp_(min=0)), 0.0)
     # the last block's columns past the row read its last entry: the scan reaches
@@ -173,7 +183,8 @@ def sample_tensor_rows(
 
     Returns host arrays `(index, log_z, value, target_value)`: the drawn index, the
     row's `log Σ exp`, `rows[index]` and `targets[index]` (`rows[index]` without
-    targets). A row holding NaN is folded (NaN → -inf) and drawn again.
+    targets). A row holding NaN is folded (NaN → -inf) and drawn again with the
+    same randomness, so it is the one draw from the folded row that NumPy rows make.
 
     With `allowed` (a bool block) each row is drawn restricted to it, exactly as
     from `rows.where(allowed, -inf)`, but without that pass: the masses
@@ -184,7 +195,8 @@ def sample_tensor_rows(
     Raises:
         ValueError: a row holding `+inf`.
     """
-    out = _draw(rows, rngs, method, targets, allowed)
+    noise = _noise(rngs, method)
+    out = _draw(rows, noise, method, targets, allowed)
     peak = out[4]
     if np.isposinf(peak).any():
         raise ValueError(
@@ -201,14 +213,14 @@ def sample_tensor_rows(
         if allowed is not None:
             fixed = fixed.where(allowed.index_select(0, sel), float("-inf"))
         sub_t = None if targets is None else targets.index_select(0, sel)
-        redo = _draw(fixed, [rngs[i] for i in redo_rows], method, sub_t)
+        redo = _draw(fixed, noise[redo_rows], method, sub_t)
         for k in range(4):
             out[k][redo_rows] = redo[k]
     return out[0].astype(np.int64), out[1], out[2], out[3]
 
 
 def _draw(
-    rows: torch.Tensor, rngs: Sequence, method: str, targets: torch.Tensor | None, allowed: Any = None
+    rows: torch.Tensor, noise: np.ndarray, method: str, targets: torch.Tensor | None, allowed: Any = None
 ) -> list[np.ndarray]:
     peak = rows.amax(dim=1)
     shift = peak.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
@@ -218,7 +230,7 @@ def _draw(
         # directly takes a slow casting path on CPU (about 10x the multiply)
         mask = allowed.view(torch.uint8) if allowed.dtype == torch.bool else allowed
         probs.mul_(mask.to(probs.dtype))
-    idx, total = _indices(rows, probs, rngs, method)
+    idx, total = _indices(rows, probs, noise, method)
     at = idx[:, None]
     picked = rows.gather(1, at)[:, 0]
     mass = probs.gather(1, at)[:, 0]
