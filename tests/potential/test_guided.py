@@ -103,6 +103,31 @@ async def test_regex_agrees_along_a_sampled_path(llm, pattern):
         ctx = ctx + [generic.vocab[int(rng.choice(live))]]
 
 
+async def test_a_regex_means_the_same_on_the_engine_and_the_automaton(llm, pieces):
+    """`^`/`$` at the edges are redundant in a full match and `\\d` is ASCII on every
+    path: "٣" (an Arabic-Indic digit) is no digit for the engine either."""
+    generic = BoolFSA.from_regex(r"\d+").coerce(llm, f=b"".join, engine=False)
+    for engine in (llm.constrain(regex=r"^\d+$"), GuidedConstraint.from_regex(llm, r"\A\d+\Z")):
+        for text in ("12", "٣", "1٣", "", "12\n"):
+            await assert_same(engine, generic, split(pieces, text.encode(), []))
+        assert await engine.complete(split(pieces, "٣".encode(), [])) == NEG_INF
+    anchored, plain = BoolFSA.from_regex(r"^\d+$"), BoolFSA.from_regex(r"\d+")
+    for text in (b"12", "٣".encode(), b"", b"7\n", b"x"):
+        assert await anchored.complete(list(text)) == await plain.complete(list(text))
+        assert await anchored.prefix(list(text)) == await plain.prefix(list(text))
+
+
+@pytest.mark.parametrize("pattern", [r"a^b", r"\bx", r"x(?=y)", r"(a)\1"])
+def test_a_regex_the_automaton_refuses_is_refused_by_the_engine_too(llm, pattern):
+    with pytest.raises(ValueError, match="does not express") as info:
+        GuidedConstraint.from_regex(llm, pattern)
+    with pytest.raises(ValueError) as same:
+        BoolFSA.from_regex(pattern)
+    assert str(info.value) == str(same.value)
+    with pytest.raises(ValueError, match="does not express"):
+        llm.constrain(regex=pattern)
+
+
 def test_regex_rewriting():
     assert engine_regex("a") == r"\x{61}"
     assert engine_regex(r"\d") == r"[\x{30}-\x{39}]"
@@ -112,8 +137,10 @@ def test_regex_rewriting():
     assert engine_regex("(?i)a") == r"[\x{41}\x{61}]"
     assert engine_regex("(?s).") == r"[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]"
     assert engine_regex("\ud800") == r"[^\x{0}-\x{10FFFF}]"  # no UTF-8 text: the empty class
-    for unsupported in ["a*+", "(?>a)", "(a)\\1", "^a", "a$", r"a\Z", "(?=a)a"]:
+    for unsupported in ["a*+", "(?>a)", "(a)\\1", "a^", "$a", r"a\Zb", "(?=a)a"]:
         assert engine_regex(unsupported) is None, unsupported
+    for redundant in ["^a", "a$", r"\Aa\Z", "(?:^a)$"]:  # edge anchors of a full match
+        assert engine_regex(redundant) == r"\x{61}", redundant
     assert complement([(0, 9), (5, 20)]) == [(21, 0x10FFFF)]
     assert ascii_classes(r"/\d[\s]\\d\./") == r"/[0-9][[\t\n\x0B\x0C\r ]]\\d\./"
 
@@ -399,7 +426,7 @@ async def test_product_with_the_llm_and_smc(llm):
 
 
 def test_engine_errors_are_value_errors(llm):
-    with pytest.raises(ValueError, match="unclosed group"):
+    with pytest.raises(ValueError, match="invalid regex 'a\\('"):
         GuidedConstraint.from_regex(llm, "a(")
     with pytest.raises(ValueError, match="unknown name"):
         llm.constrain(lark="start: foo")

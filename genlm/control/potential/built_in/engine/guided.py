@@ -24,7 +24,8 @@ from genlm.control.potential.built_in.engine._guided_engine import (
     mask_rows,
     new_matcher,
 )
-from genlm.control.potential.built_in.engine._guided_regex import engine_regex
+from genlm.control.potential.built_in.engine._guided_regex import emit
+from genlm.control.potential.built_in.fsa._regex_syntax import parse_regex
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
 
@@ -114,18 +115,16 @@ class GuidedConstraint(CachedRecognizer):
     def from_regex(cls, llm: Any, pattern: str, **kwargs) -> "GuidedConstraint":
         """Token sequences whose bytes fully match `pattern`.
 
-        The pattern reads as in `BoolFSA.from_regex` (`re.fullmatch` with ASCII
-        classes, flags resolved) when `BoolFSA.from_regex` accepts it (it is then
-        printed exactly in the engine's syntax, see `_guided_regex`); a pattern it
-        refuses (anchors, possessive repeats, ...) goes to the engine as is, in Rust
-        `regex` syntax.
+        The pattern means what it means to `BoolFSA.from_regex` (`re.fullmatch`
+        with ASCII classes, flags resolved) and is printed exactly in the engine's
+        syntax (see `_guided_regex`), so one pattern has one language on every path.
+
+        Raises:
+            TypeError: `pattern` is not a str.
+            ValueError: a pattern `BoolFSA.from_regex` refuses (invalid syntax, an
+                anchor inside the pattern, a lookaround, ...), with its reason.
         """
-        if not isinstance(pattern, str):
-            raise TypeError(f"a regex pattern must be a str, got {type(pattern).__name__}")
-        exact = engine_regex(pattern)
-        if exact is None:
-            logger.debug("regex %r goes to the engine in its own (Rust) syntax", pattern)
-        return cls(llm, "regex", pattern if exact is None else exact, **kwargs)
+        return cls(llm, "regex", emit(parse_regex(pattern)), **kwargs)
 
     @classmethod
     def from_lark(cls, llm: Any, grammar: str, **kwargs) -> "GuidedConstraint":

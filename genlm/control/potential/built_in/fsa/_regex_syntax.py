@@ -188,7 +188,35 @@ def parse_regex(pattern: str) -> Any:
         raise ValueError(f"regex {_short(pattern)} nests too deeply") from None
     except ValueError as e:  # e.g. "ASCII and UNICODE flags are incompatible"
         raise _fail(pattern, f"{_FLAG[0]} ({e})", _position(pattern, _FLAG[1])) from None
-    return _Reader(pattern).seq(parsed, parsed.state.flags)
+    return _Reader(pattern).seq(_drop_edge_anchors(list(parsed), True, True), parsed.state.flags)
+
+
+_AT_START = {C.AT_BEGINNING, C.AT_BEGINNING_STRING}  # ^ and \A
+_AT_END = {C.AT_END, C.AT_END_STRING}  # $ and \Z
+
+
+def _drop_edge_anchors(items: list, start: bool, end: bool) -> list:
+    r"""`items` without the anchors a full match makes redundant: `^`/`\A` where
+    nothing can come before them (the first item of the pattern, of each top-level
+    branch, of a group that opens the pattern), `$`/`\Z` where nothing can come
+    after them. A full match starts at the string's start and ends at its end, so
+    there they always hold (`$` before a final newline too: the match must still
+    reach the end). Anchors anywhere else stay refused."""
+    items = list(items)
+    if start and items and items[0][0] is C.AT and items[0][1] in _AT_START:
+        items = items[1:]
+    if end and items and items[-1][0] is C.AT and items[-1][1] in _AT_END:
+        items = items[:-1]
+    for k in {0, len(items) - 1} if items else ():
+        op, av = items[k]
+        first, last = start and k == 0, end and k == len(items) - 1
+        if op is C.BRANCH:
+            branches = [P.SubPattern(b.state, _drop_edge_anchors(b, first, last)) for b in av[1]]
+            items[k] = (op, (av[0], branches))
+        elif op is C.SUBPATTERN:
+            group, add, remove, sub = av
+            items[k] = (op, (group, add, remove, P.SubPattern(sub.state, _drop_edge_anchors(sub, first, last))))
+    return items
 
 
 class _Reader:
