@@ -6,7 +6,10 @@ so a terminal matches exactly the strings of its regex. Terminals named in
 `%ignore` may occur any number of times before every other terminal and at the end
 of the input. Lexing is scannerless: any split of the input into terminals that the
 rules allow is accepted (like Lark's Earley parser with `lexer="dynamic_complete"`),
-without priorities or longest-match.
+without priorities or longest-match, except where that parser itself takes an
+ignored terminal as a regex match: an ignored terminal that ends in an unbounded
+repeat of a character set (`/#[^\n]*/`, `WS`) runs to the end of its repeat, as
+Lark's scanner has it (`ignore_stop_bytes`).
 
 Cost is bounded: all terminals share one DFA state budget (`max_states`), and the
 byte-level grammar may have at most `MAX_RULES` rules, both checked before the CFG
@@ -31,6 +34,7 @@ from genlm.control.potential.built_in.fsa._fsa_regex import (
     compile_regex,
     literal_dfa,
 )
+from genlm.control.potential.built_in.fsa._regex_syntax import parse_regex
 
 # Terminals are one-byte `bytes`, never ints: Earley renumbers nonterminals to ints.
 BYTE_SYMBOLS = [bytes([b]) for b in range(256)]
@@ -180,20 +184,96 @@ def lark_to_cfg(text: str | LarkGrammar, semiring: Any = Float, base_dir: str | 
         heads[h] = heads.get(h, 0) + 1
     w = _weight(semiring)
     cfg = CFG(R=semiring, S="$S", V=set())
-    ignore = "$IGNORE" if g.ignores else None
-    cfg.add(one, "$S", "start", *([ignore] if ignore else []))
     for h, body in g.rules:
         cfg.add(w(heads[h]), h, *body)
-    if ignore:
-        cfg.add(w(len(g.ignores) + 1), ignore)
-        for name in g.ignores:
-            cfg.add(w(len(g.ignores) + 1), ignore, ignore, name)
+    if not g.ignores:
+        cfg.add(one, "$S", "start")
+        for name, dfa in g.terminals.items():
+            _add_terminal(cfg, name, dfa, w)
+        return cfg
+    # An ignore block is "$I:k": its last token forbids the bytes stops[k] next
+    # (k = 0: nothing forbidden, which the empty block is too).
+    stop = {name: ignore_stop_bytes(g.patterns[name]) for name in g.ignores}
+    stops = [frozenset()] + sorted({s for s in stop.values() if s}, key=sorted)
+    block = [f"$I:{k}" for k in range(len(stops))]
+
+    def after(name: str, k: int) -> str:
+        """`name`'s terminal restricted to a first byte outside stops[k]."""
+        return f"$T:{name}" if k == 0 else f"$T:{name}!{k}"
+
+    per_block = w(len(g.ignores) + 1)
+    cfg.add(per_block, block[0])
+    for name in g.ignores:
+        to = block[stops.index(stop[name])]
+        for k, b in enumerate(block):
+            cfg.add(per_block, to, b, after(name, k))
+    for b in block:
+        cfg.add(one, "$S", "start", b)
     for name, dfa in g.terminals.items():
-        head = name if not ignore or name in g.ignores else f"$T:{name}"
-        if ignore and name not in g.ignores:
-            cfg.add(one, name, ignore, head)
-        _add_terminal(cfg, head, dfa, w)
+        if name in g.ignores:  # as a rule's own terminal, if a rule names it
+            cfg.add(one, name, f"$T:{name}")
+        else:
+            for k, b in enumerate(block):
+                cfg.add(one, name, b, after(name, k))
+        _add_terminal(cfg, f"$T:{name}", dfa, w)
+        for k in range(1, len(stops)):
+            _add_terminal(cfg, f"$T:{name}", dfa, w, first=(after(name, k), stops[k]))
     return cfg
+
+
+def ignore_stop_bytes(pattern: str) -> frozenset:
+    """The bytes that may not follow an occurrence of the `%ignore`d terminal `pattern`.
+
+    Lark's Earley scanner takes an ignored terminal at position `i` as `re.match(
+    pattern, text, i)`, not as any of its strings. For a pattern of single-character
+    sets ending in an unbounded repeat of a set `C` (`/[ \\t]+/`, `/#[^\\n]*/`,
+    `common.WS`) that match is the longest one, so an occurrence is followed by the
+    end of the text or by a character outside `C`: the bytes returned are the first
+    bytes of `C`'s characters. Other patterns (literals, whose match is the literal,
+    and any other shape) forbid nothing; an occurrence of those may end wherever one
+    of its strings does.
+    """
+    try:
+        tree = parse_regex(pattern)
+    except ValueError:
+        return frozenset()
+    items = tree[1] if tree[0] == "cat" else [tree]
+    last = items[-1] if items else None
+    if not (last and last[0] == "rep" and last[2] is None and last[3][0] == "set"):
+        return frozenset()
+    if any(x[0] != "set" for x in items[:-1]):
+        return frozenset()
+    return _lead_bytes(last[3][1])
+
+
+# UTF-8 lead bytes and the code points they start; 0xED's block holds the surrogates,
+# which have no encoding.
+_LEADS = (
+    [(b, b, b) for b in range(0x80)]
+    + [(b, max((b & 0x1F) << 6, 0x80), ((b & 0x1F) << 6) + 0x3F) for b in range(0xC2, 0xE0)]
+    + [(b, max((b & 0x0F) << 12, 0x800), ((b & 0x0F) << 12) + 0xFFF) for b in range(0xE0, 0xF0)]
+    + [(b, max((b & 0x07) << 18, 0x10000), min(((b & 0x07) << 18) + 0x3FFFF, 0x10FFFF)) for b in range(0xF0, 0xF5)]
+)
+
+
+def _count(ranges, lo: int, hi: int) -> int:
+    return sum(max(0, min(hi, y) - max(lo, x) + 1) for x, y in ranges)
+
+
+def _lead_bytes(ranges) -> frozenset:
+    """The lead bytes all of whose characters are in `ranges`; empty (forbid
+    nothing) when some lead byte starts characters both in and out of `ranges`,
+    since one byte of look-ahead could not tell them apart."""
+    out = set()
+    for b, lo, hi in _LEADS:
+        inside, size = _count(ranges, lo, hi), hi - lo + 1
+        if b == 0xED:
+            inside, size = inside - _count(ranges, 0xD800, 0xDFFF), size - 0x800
+        if inside == size:
+            out.add(b)
+        elif inside:
+            return frozenset()
+    return frozenset(out)
 
 
 def _weight(semiring):
@@ -202,11 +282,16 @@ def _weight(semiring):
     return lambda k: semiring.one
 
 
-def _add_terminal(cfg: CFG, head: str, dfa: ByteDFA, w) -> None:
+def _add_terminal(cfg: CFG, head: str, dfa: ByteDFA, w, first: tuple | None = None) -> None:
     """Rules deriving exactly the terminal's strings, with no empty rule unless the
     terminal matches "": a literal is one rule `head → b₁ … b_n`; otherwise state `q`
     rewrites to `b q'` for each arc `q -b→ q'`, and to `b` alone (weight times the
-    stop weight of `q'`) when `q'` is final."""
+    stop weight of `q'`) when `q'` is final.
+
+    With `first = (restricted, banned)`, only the rules of the start state are
+    written, for the nonterminal `restricted`, without the arcs on a `banned` byte:
+    the terminal's strings that do not begin with one (the states after the first
+    byte are `head`'s, written by the call without `first`)."""
     has = dfa.delta >= 0
     k = (has.sum(axis=1) + dfa.final).tolist()
     src, byte = np.nonzero(has)
@@ -214,19 +299,24 @@ def _add_terminal(cfg: CFG, head: str, dfa: ByteDFA, w) -> None:
     cfg.V.update(BYTE_SYMBOLS[b] for b in set(byte.tolist()))
     chain = len(src) == dfa.n_states - 1 and (src == np.arange(len(src))).all()
     if chain and dfa.final[-1] and dfa.final.sum() == 1:
-        cfg.add(cfg.R.one, head, *(BYTE_SYMBOLS[b] for b in byte.tolist()))  # a chain
+        if first is None or int(byte[0]) not in first[1]:
+            at = head if first is None else first[0]
+            cfg.add(cfg.R.one, at, *(BYTE_SYMBOLS[b] for b in byte.tolist()))  # a chain
         return
     name = [f"$Q:{head}:{q}" for q in range(dfa.n_states)]
     name[0] = head
     live = has.any(axis=1).tolist()
     final = dfa.final.tolist()
     if final[0]:
-        cfg.add(w(k[0]), head)
+        cfg.add(w(k[0]), head if first is None else first[0])
     for q, b, t in zip(src.tolist(), byte.tolist(), dst):
+        if first is not None and (q != 0 or b in first[1]):
+            continue
+        at = name[q] if first is None else first[0]
         if live[t]:
-            cfg.add(w(k[q]), name[q], BYTE_SYMBOLS[b], name[t])
+            cfg.add(w(k[q]), at, BYTE_SYMBOLS[b], name[t])
         if final[t]:
-            cfg.add(w(k[q]) * w(k[t]), name[q], BYTE_SYMBOLS[b])
+            cfg.add(w(k[q]) * w(k[t]), at, BYTE_SYMBOLS[b])
 
 
 __all__ = ["BYTE_SYMBOLS", "LarkGrammar", "MAX_RULES", "lark_to_cfg", "productive", "read_lark"]
