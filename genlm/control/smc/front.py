@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from genlm.control._args import positive_int
+from genlm.control._held import holding
 from genlm.control.potential.base import Potential
 from genlm.control.sampler.record_file import check_output_path
 from genlm.control.sampler.resampling import get_resampler
@@ -95,15 +96,17 @@ class SMC:
             check_output_path(json_path)
         get_resampler(resampling_method)
         model = SequenceModel(self.unit_sampler, self.critic, int(max_tokens), terminate_when)
-        pop = await smc_standard(
-            model,
-            n_particles,
-            ess_threshold,
-            json_path,
-            resampling_method=resampling_method,
-            seed=seed,
-            verbosity=verbosity,
-        )
+        # The run holds its models: a shared PromptedLLM's prompt cannot change under it.
+        with holding(self.unit_sampler, self.critic):
+            pop = await smc_standard(
+                model,
+                n_particles,
+                ess_threshold,
+                json_path,
+                resampling_method=resampling_method,
+                seed=seed,
+                verbosity=verbosity,
+            )
         return Sequences(pop.contexts, pop.log_weights, record=pop.record)
 
     async def cleanup(self) -> None:
