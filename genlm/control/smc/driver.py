@@ -8,16 +8,13 @@ particles), progress and recording. The arithmetic is the pure kernel's.
 
 from __future__ import annotations
 
-import math
-import sys
-
 import numpy as np
 
 from genlm.control._args import is_int, is_real, positive_int, reject_bool
 from genlm.control.sampler.record import Recorder, context_text
 from genlm.control.sampler.record_file import check_output_path, write_record_or_warn
 from genlm.control.sampler.resampling import get_resampler
-from genlm.control.smc import kernel
+from genlm.control.smc import kernel, progress
 from genlm.control.smc.particle import Population, SequenceModel
 from genlm.control.smc.state import PopulationState, Proposals
 from genlm.control.smc.step import SlotStreams, propose, retrying
@@ -46,20 +43,6 @@ def run_streams(seed: int | None) -> tuple[np.random.Generator, SlotStreams]:
     root = np.random.SeedSequence(None if seed is None else int(seed))
     rng = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(0,)))
     return rng, SlotStreams(root)
-
-
-def _progress(total: float):
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=None if math.isinf(total) else int(total),
-        desc="smc",
-        unit="step",
-        delay=2.0,
-        leave=False,
-        disable=None,
-        file=sys.stderr,
-    )
 
 
 async def smc_standard(
@@ -104,7 +87,7 @@ async def smc_standard(
     state = kernel.initial_state(n_particles, start, model.eos)
     recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed) if json_file else None
     step = 0
-    with _progress(model.max_tokens) as bar:
+    with progress.progress_bar(model.max_tokens) as bar:
         while not state.done.all():
             live = state.live
             contexts = [state.contexts[i] for i in live.tolist()]
