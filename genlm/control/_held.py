@@ -30,6 +30,10 @@ class HeldByRuns:
         """How many SMC runs are using this object now."""
         return self._runs_holding
 
+    def prompt_text(self) -> str | None:
+        """The text this object's output continues (a run's record keeps it), if any."""
+        return None
+
 
 def _children(obj: Any) -> Iterator[Any]:
     if isinstance(obj, dict):

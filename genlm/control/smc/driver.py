@@ -54,6 +54,7 @@ async def smc_standard(
     resampling_method: str = "multinomial",
     seed: int | None = None,
     verbosity: int = 0,
+    prompt: str | None = None,
 ) -> Population:
     """Run SMC with `n_particles` copies of `model` until every particle has finished.
 
@@ -73,6 +74,7 @@ async def smc_standard(
         seed: makes the run reproducible bit for bit (also when run concurrently
             with other seeded runs); fresh entropy when None.
         verbosity: 1 prints the particles after each step.
+        prompt: the model's prompt as text, kept in the record.
 
     Returns:
         The final `Population` (its `record` is set when `json_file` is given).
@@ -85,7 +87,9 @@ async def smc_standard(
     rng, streams = run_streams(seed)
     start = float(fold_nan(np.array([await retrying(model.start)]))[0])
     state = kernel.initial_state(n_particles, start, model.eos)
-    recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed) if json_file else None
+    recorder = None
+    if json_file:
+        recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed, prompt)
     step = 0
     with progress.progress_bar(model.max_tokens) as bar:
         while not state.done.all():

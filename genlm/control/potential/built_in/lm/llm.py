@@ -179,6 +179,10 @@ class PromptedLLM(Potential, HeldByRuns):
         """The prompt as tokens."""
         return self.decode_tokens(self._prompt_ids)
 
+    def prompt_text(self) -> str:
+        """The prompt as text (its token bytes decoded as UTF-8, bad bytes escaped)."""
+        return b"".join(bytes(t) for t in self.prompt).decode("utf-8", errors="backslashreplace")
+
     def set_prompt_from_str(self, prompt_str: str) -> None:
         """Set the prompt to the tokenizer's encoding of `prompt_str` (with its special tokens).
 
