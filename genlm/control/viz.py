@@ -61,7 +61,8 @@ tr.dropped td.copies{color:#a33} tr.copied td.copies{font-weight:bold;color:#063
 """
 
 _SCRIPT = """
-const steps=[...document.querySelectorAll('.step')];let k=steps.length-1;
+const steps=[...document.querySelectorAll('.step')];
+const at=/step=(\\d+)/.exec(location.hash);let k=at?Number(at[1])-1:steps.length-1;
 function show(i){k=Math.max(0,Math.min(steps.length-1,i));
 steps.forEach((s,j)=>s.classList.toggle('shown',j===k));
 document.getElementById('pos').textContent=(k+1)+' / '+steps.length;}
@@ -133,23 +134,24 @@ def _text_cell(units: list[str]) -> str:
 
 def _table(contexts, log_weights, done, copies) -> str:
     """One row per particle; `copies[i]` is how many particles copy particle `i` after
-    resampling (1 each when the step did not resample; None for the result)."""
+    resampling (1 each when the step did not resample). The result (`copies` None)
+    has no copies column."""
     w = normalized_weights(np.asarray(log_weights, dtype=np.float64))
-    rows = ["<tr><th>#</th><th>copies</th><th>log w</th><th>W</th><th>text</th></tr>"]
+    head = "<th>copies</th>" if copies is not None else ""
+    rows = [f"<tr><th>#</th>{head}<th>log w</th><th>W</th><th>text</th></tr>"]
     for i, (ctx, lw) in enumerate(zip(contexts, log_weights)):
         classes = ["particle"]
         if lw == -math.inf:
             classes.append("dead")
         elif done and done[i]:
             classes.append("done")
-        n_copies = "" if copies is None else int(copies[i])
-        if n_copies == 0:
-            classes.append("dropped")
-        elif copies is not None and n_copies > 1:
-            classes.append("copied")
+        cell = ""
+        if copies is not None:
+            n_copies = int(copies[i])
+            classes.extend(["dropped"] if n_copies == 0 else ["copied"] if n_copies > 1 else [])
+            cell = f'<td class="num copies">{n_copies}</td>'
         rows.append(
-            f'<tr class="{" ".join(classes)}"><td class="num">{i}</td>'
-            f'<td class="num copies">{_e(n_copies)}</td>'
+            f'<tr class="{" ".join(classes)}"><td class="num">{i}</td>{cell}'
             f'<td class="num">{_fmt(lw)}</td><td class="num">{w[i]:.3f} '
             f'<span class="bar" style="width:{60 * w[i]:.1f}px"></span></td>'
             f'<td class="text">{_text_cell(ctx)}</td></tr>'
