@@ -346,3 +346,14 @@ def test_port_in_use_and_bad_port(tmp_path):
         InferenceVisualizer(port=70000)
     with pytest.raises(FileNotFoundError, match="JSON file not found"):
         InferenceVisualizer(port=0).visualize(tmp_path / "none.json")
+
+
+def test_empty_legacy_record_and_the_index(tmp_path):
+    (tmp_path / "empty.json").write_text("[]")  # 0.4.1 wrote [] for a run that recorded nothing
+    with InferenceVisualizer(port=0) as viz:
+        status, _, body = _get(viz.visualize(tmp_path / "empty.json"))
+        assert status == 200 and b"no steps" in body
+        status, kind, body = _get(f"http://127.0.0.1:{viz.port}/smc.html")
+        assert status == 200 and kind.startswith("text/html") and b"smc.html?path=empty.json" in body
+    with pytest.raises(ValueError, match="empty"):
+        InferenceVisualizer(tmp_path / "empty.json")

@@ -1,8 +1,9 @@
 """The visualizer's HTTP server: on 127.0.0.1 only, started on demand, closable.
 
 It serves, from one folder, the page of a record (`/smc.html?path=NAME`, rendered
-from the record file `NAME` of the folder, as genlm-control 0.4.1's URLs read) and
-the folder's files by name (`/NAME`); nothing outside the folder, nothing else.
+from the record file `NAME` of the folder, as genlm-control 0.4.1's URLs read), a
+list of the folder's records (`/smc.html`) and the folder's files by name (`/NAME`);
+nothing outside the folder, nothing else.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Callable
 HOST = "127.0.0.1"
 
 
-def _handler(folder: Path, render: Callable[[Path], str]) -> type:
+def _handler(folder: Path, render: Callable[[Path], str], index: Callable[[Path], str]) -> type:
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:  # quiet: a notebook's output is not a log
             pass
@@ -42,7 +43,9 @@ def _handler(folder: Path, render: Callable[[Path], str]) -> type:
             name = urllib.parse.unquote(url.path.lstrip("/"))
             if name == "smc.html":
                 query = urllib.parse.parse_qs(url.query)
-                record = self._file(query.get("path", [""])[0])
+                if "path" not in query:  # the folder's records, each linked to its page
+                    return self._send(200, index(folder).encode("utf-8"), "text/html; charset=utf-8")
+                record = self._file(query["path"][0])
                 if record is None:
                     return self._send(404, b"no such record in the served folder", "text/plain; charset=utf-8")
                 try:
@@ -68,9 +71,9 @@ class PageServer:
         OSError: "Port N is already in use" (or the system's error) when it cannot bind.
     """
 
-    def __init__(self, port: int, folder: Path, render: Callable[[Path], str]):
+    def __init__(self, port: int, folder: Path, render: Callable[[Path], str], index: Callable[[Path], str]):
         try:
-            self._server = http.server.ThreadingHTTPServer((HOST, port), _handler(folder, render))
+            self._server = http.server.ThreadingHTTPServer((HOST, port), _handler(folder, render, index))
         except OSError as exc:
             if exc.errno in (errno.EADDRINUSE, 48, 98):
                 raise OSError(exc.errno, f"Port {port} is already in use") from None

@@ -79,13 +79,19 @@ _VISIBLE = {" ": "·", "\t": "→", "\n": "↵", "\r": "␍"}
 
 
 def _load(source: Any) -> RunRecord:
-    return _load_noted(source)[0]
+    record = _load_noted(source)[0]
+    if record is None:
+        raise ValueError(f"{str(source)!r} is an empty genlm-control 0.4.1 record (no steps)")
+    return record
 
 
-def _load_noted(source: Any) -> tuple[RunRecord, str | None]:
-    """The record of `source`, and a note when it is a genlm-control 0.4.1 record."""
+def _load_noted(source: Any) -> tuple[RunRecord | None, str | None]:
+    """The record of `source`, and a note when it is a genlm-control 0.4.1 record
+    (None for 0.4.1's empty list: a run that recorded nothing)."""
     if isinstance(source, (str, Path)):
         data = _strict_json(read_text_file(source), source)
+        if data == []:
+            return None, LEGACY_NOTE
         if isinstance(data, list):
             return legacy_record(data), LEGACY_NOTE
         return RunRecord.from_dict(data), None
@@ -218,7 +224,28 @@ def render_html(record: RunRecord, title: str = "SMC run", note: str | None = No
 
 def _page_of(path: Path) -> str:
     record, note = _load_noted(path)
-    return render_html(record, title=path.name, note=note)
+    return _empty_page(path.name) if record is None else render_html(record, title=path.name, note=note)
+
+
+def _empty_page(title: str) -> str:
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+        "<p class=meta>This record has no steps.</p></body></html>"
+    )
+
+
+def _index_page(folder: Path) -> str:
+    """The served folder's record files, each linked to its page."""
+    names = sorted(p.name for p in folder.glob("*.json") if p.is_file() and not p.is_symlink())
+    items = "".join(
+        f'<li><a href="smc.html?path={_e(urllib.parse.quote(n))}">{_e(n)}</a></li>' for n in names
+    )
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>SMC records</title>"
+        f"<style>{_STYLE}</style></head><body><h1>SMC records</h1>"
+        f"<ul>{items or '<li>none yet: call visualize(path)</li>'}</ul></body></html>"
+    )
 
 
 class InferenceVisualizer:
@@ -299,7 +326,7 @@ class InferenceVisualizer:
         if self._shut:
             raise RuntimeError("Server is not running: this visualizer was shut down (make a new one)")
         if self._server is None:
-            self._server = PageServer(self._port, self._folder(), _page_of)
+            self._server = PageServer(self._port, self._folder(), _page_of, _index_page)
         return f"http://{HOST}:{self._server.port}/"
 
     def visualize(self, json_path: str | Path, auto_open: bool = False, serve: bool = True) -> str:
@@ -320,13 +347,13 @@ class InferenceVisualizer:
             raise FileNotFoundError(f"JSON file not found: {json_path}")
         if serve and self._shut:
             raise RuntimeError("Server is not running: this visualizer was shut down (make a new one)")
-        record, note = _load_noted(json_path)
+        page = _page_of(json_path)  # checks the record first
         folder = self._folder()
         dest = folder / json_path.name
         if json_path.resolve() != dest.resolve():
             shutil.copyfile(json_path, dest)
         out = folder / (json_path.stem + ".html")
-        write_text_atomically(out, render_html(record, title=json_path.name, note=note), what="page")
+        write_text_atomically(out, page, what="page")
         if serve:
             base = self.start_server()
             url = f"{base}smc.html?path={urllib.parse.quote(json_path.name)}"
