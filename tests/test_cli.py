@@ -18,13 +18,14 @@ BASE = ["generate", "--prompt", "The value of x is", "--particles", "8", "--max-
 
 OUTPUT_SCHEMA = {
     "type": "object",
-    "required": ["model", "prompt", "log_ml", "ess", "posterior"],
+    "required": ["model", "prompt", "log_ml", "ess", "posterior", "particles_without_mass"],
     "additionalProperties": False,
     "properties": {
         "model": {"type": "string"},
         "prompt": {"type": "string"},
         "log_ml": {"type": "number"},
         "ess": {"type": "number", "minimum": 0},
+        "particles_without_mass": {"type": "integer", "minimum": 0},
         "posterior": {
             "type": "array",
             "items": {
@@ -72,8 +73,23 @@ def test_table_output_matches_json(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"log_ml = {out['log_ml']:.4f}   ESS = {out['ess']:.2f}"
     assert lines[2].split() == ["probability", "text"]
-    rows = [(float(line[:11]), line[13:]) for line in lines[3:]]
+    rows = [(float(line[:11]), line[13:]) for line in lines[3:3 + len(out["posterior"])]]
     assert rows == [(round(r["probability"], 4), repr(r["text"])) for r in out["posterior"]]
+    rest = lines[3 + len(out["posterior"]):]
+    if out["particles_without_mass"]:
+        n = out["particles_without_mass"]
+        assert rest == [f"({n} more particle{'s' if n != 1 else ''} with weight zero or unfinished, not shown)"]
+    else:
+        assert rest == []
+
+
+def test_table_leaves_out_particles_without_mass(capsys):
+    # a regex the tiny model rarely finishes within 3 tokens: most particles die
+    assert main([*BASE[:-4], "--max-tokens", "3", "--seed", "1", "--particles", "40", "--regex", " [0-9]{2}\\.", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert all(r["probability"] > 0 for r in out["posterior"])
+    assert out["particles_without_mass"] > 0
+    assert len(out["posterior"]) + out["particles_without_mass"] <= 40
 
 
 def test_seed_reproduces(capsys):
@@ -240,3 +256,41 @@ def test_module_help_runs():
                    "--sampler", "--particles", "--ess-threshold", "--max-tokens",
                    "--resampling", "--seed", "--record", "--json"):
         assert option in done.stdout
+
+
+BAD_INPUT_PROBE = """
+import sys
+from genlm.control.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("torch", "transformers", "genlm.grammar", "genlm.backend") if m in sys.modules)
+print(code, heavy)
+"""
+
+
+@pytest.mark.parametrize("kind", ["regex", "lark", "json-schema"])
+def test_bad_input_fails_before_the_model_stack_is_imported(tmp_path, kind):
+    """Bad user input is reported before torch, transformers or the grammar library
+    are imported (they cost seconds): the error path stays fast."""
+    arg = "[a-"
+    if kind == "lark":
+        arg = str(tmp_path / "g.lark")
+        (tmp_path / "g.lark").write_text('start: "a" (\n')
+    if kind == "json-schema":
+        arg = str(tmp_path / "s.json")
+        (tmp_path / "s.json").write_text('{"type": "nonsense"}')
+    done = subprocess.run(
+        [sys.executable, "-c", BAD_INPUT_PROBE, "generate", f"--{kind}", arg],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.stdout.split("\n")[0] == "2 []", done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("genlm-control: error: ")
+
+
+def test_generate_help_shows_defaults():
+    from genlm.control.cli import build_parser
+
+    text = build_parser()._subparsers._group_actions[0].choices["generate"].format_help()
+    flat = " ".join(text.split())
+    for shown in ("(default: 10)", "(default: 0.5)", "(default: 32)", "(default: awrs)",
+                  "(default: multinomial)", "(default: 5)", "(default: the embedded model)"):
+        assert shown in flat, shown

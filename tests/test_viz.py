@@ -2,6 +2,7 @@
 
 import html.parser
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -72,13 +73,15 @@ async def test_visualize_writes_into_serve_dir(tmp_path):
     path = tmp_path / "rec.json"
     await SMC(direct_token_sampler(ab_lm()))(3, 0.5, 3, json_path=path, seed=1)
     viz = InferenceVisualizer(serve_dir=tmp_path / "pages")
-    url = viz.visualize(path)
+    url = viz.visualize(path, serve=False)
     assert url.startswith("file://") and (tmp_path / "pages" / "rec.html").exists()
+    assert not viz.serving, "no server for a file page"
     viz.shutdown_server()
     assert (tmp_path / "pages" / "rec.html").exists(), "a given folder is the user's"
 
     tmp_viz = InferenceVisualizer(8000)  # a port, as positional argument, is accepted
-    url = tmp_viz.visualize(path)
+    assert not tmp_viz.serving and tmp_viz.port == 8000, "the constructor starts no server"
+    url = tmp_viz.visualize(path, serve=False)
     page = Path(url.removeprefix("file://"))
     assert page.exists()
     tmp_viz.shutdown_server()
@@ -152,7 +155,8 @@ def _assert_inert(page: str, payload: str) -> None:
     assert audit.tags <= ALLOWED_TAGS, audit.tags - ALLOWED_TAGS
     assert audit.scripts == [_SCRIPT], "one script, the constant one"
     assert not [a for a, _ in audit.attrs if a.startswith("on") or a in ("src", "href")]
-    assert payload in "".join(audit.text), "the payload is shown as text"
+    shown = "".join(audit.text).replace("·", " ")  # whitespace is drawn as a visible mark
+    assert payload in shown, "the payload is shown as text"
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
@@ -162,7 +166,7 @@ def test_hostile_strings_are_shown_as_text(field, payload, tmp_path):
     if field == "title":
         path = tmp_path / f"{payload.replace('/', '_')}.json"
         record.to_json(path)
-        InferenceVisualizer(serve_dir=tmp_path / "pages").visualize(path)
+        InferenceVisualizer(serve_dir=tmp_path / "pages").visualize(path, serve=False)
         page = (tmp_path / "pages" / (path.stem + ".html")).read_text(encoding="utf-8")
         payload = path.name
     else:
@@ -213,3 +217,143 @@ def test_to_html_never_writes_through_a_link(tmp_path):
     assert victim.read_text() == "precious"
     with pytest.raises(TypeError, match="RunRecord"):
         render_html({"format": "x"})
+
+
+# The page's content: prompt, copies, visible whitespace -------------------------------
+
+
+def _two_step_record(prompt="  The value is"):
+    return RunRecord(
+        n_particles=3, ess_threshold=0.5, max_tokens=3, resampling_method="multinomial", seed=0,
+        steps=[
+            StepRecord(0, [[" a"], ["  b"], ["\n"]], [0.0, -1.0, float("-inf")], [False] * 3, 1.5, [0, 0, 1]),
+            StepRecord(1, [[" a", "<EOS>"], [" a", "x"], ["  b", "<EOS>"]], [0.0, -0.5, -0.2], [True, False, True], 2.7),
+        ],
+        final_contexts=[[" a", "<EOS>"], [" a", "x", "<EOS>"], ["  b", "<EOS>"]],
+        final_log_weights=[0.0, -0.5, -0.2], log_ml=-0.3, prompt=prompt,
+    )
+
+
+def test_page_shows_prompt_copies_and_whitespace():
+    page = render_html(_two_step_record())
+    assert 'Prompt: <span class="text"><span class="ws" title="0x20">·</span>' in page
+    # step 1 resampled: ancestors [0, 0, 1] -> copies 2, 1, 0; step 2 did not: 1 each
+    copies = re.findall(r'<td class="num copies">([^<]*)</td>', page)
+    assert copies == ["2", "1", "0", "1", "1", "1"]  # the result has no copies column
+    parsed = _parse(page)
+    text = "".join(parsed.text)
+    assert "resampled" in text and "↵" in text and "·a" in text and "··b" in text
+    assert render_html(_two_step_record(prompt=None)).count("not recorded") == 1
+
+
+def test_record_keeps_the_prompt_through_json(tmp_path):
+    record = _two_step_record()
+    record.to_json(tmp_path / "r.json")
+    assert RunRecord.from_json(tmp_path / "r.json").prompt == "  The value is"
+    data = json.loads((tmp_path / "r.json").read_text())
+    del data["prompt"]  # records written before the prompt was kept still read
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert RunRecord.from_json(tmp_path / "old.json").prompt is None
+    bad = dict(data, prompt=3)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="field prompt"):
+        RunRecord.from_json(tmp_path / "bad.json")
+
+
+async def test_run_record_holds_the_models_prompt(tmp_path, llm):
+    model = llm.spawn()
+    model.set_prompt_from_str("  Numbers:")
+    await direct_token_sampler(model).smc(2, 0.5, 2, seed=0, json_path=tmp_path / "r.json")
+    assert RunRecord.from_json(tmp_path / "r.json").prompt == "  Numbers:"
+
+
+# genlm-control 0.4.1's record files and server ----------------------------------------
+
+LEGACY = [
+    {"step": 1, "mode": "init", "particles": [
+        {"contents_incr": "", "logweight": "0.0", "weight_incr": "0.0"},
+        {"contents_incr": "", "logweight": "0.0", "weight_incr": "0.0"}]},
+    {"step": 2, "mode": "smc_step", "particles": [
+        {"contents_incr": "␣h", "logweight": "-1.5", "weight_incr": "-1.5"},
+        {"contents_incr": "i", "logweight": "-Infinity", "weight_incr": "-Infinity"}]},
+    {"step": 3, "mode": "resample", "ancestors": [0, 0], "particles": [
+        {"contents_incr": "", "logweight": "-1.5", "weight_incr": "0.0"},
+        {"contents_incr": "", "logweight": "-1.5", "weight_incr": "0.0"}]},
+    {"step": 4, "mode": "smc_step", "particles": [
+        {"contents_incr": "EOS", "logweight": "-1.6", "weight_incr": "-0.1"},
+        {"contents_incr": "e", "logweight": null, "weight_incr": "0.0"}]},
+] if (null := None) is None else None
+
+
+def test_legacy_record_is_read(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(LEGACY))
+    record = InferenceVisualizer(path).record
+    assert [s.contexts for s in record.steps] == [[[], []], [[" h"], ["i"]], [[" h", "<EOS>"], [" h", "e"]]]
+    assert record.steps[1].ancestors == [0, 0] and record.steps[2].ancestors is None
+    assert record.steps[2].done == [True, False]
+    assert record.final_log_weights == [-1.6, float("-inf")]
+    page = InferenceVisualizer().visualize(path, serve=False)
+    assert "0.4.1 record" in Path(page.removeprefix("file://")).read_text(encoding="utf-8")
+    path.write_text(json.dumps([{"mode": "elsewhere"}]))
+    with pytest.raises(ValueError, match=r"\[0\]\.mode"):
+        InferenceVisualizer(path)
+
+
+def _get(url):
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.headers["Content-Type"], r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], e.read()
+
+
+def test_server_starts_on_demand_on_localhost_and_closes(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(LEGACY))
+    with InferenceVisualizer(port=0) as viz:  # a free port: tests never take 8000
+        assert not viz.serving
+        url = viz.visualize(path)
+        assert viz.serving and url == f"http://127.0.0.1:{viz.port}/smc.html?path=old.json"
+        status, kind, body = _get(url)
+        assert status == 200 and kind.startswith("text/html") and b"Step 1 of 3" in body
+        status, kind, body = _get(f"http://127.0.0.1:{viz.port}/old.json")
+        assert status == 200 and json.loads(body) == LEGACY  # the copied record, as 0.4.1 served it
+        assert _get(f"http://127.0.0.1:{viz.port}/../etc/passwd")[0] == 404
+        assert _get(f"http://127.0.0.1:{viz.port}/smc.html?path=missing.json")[0] == 404
+        assert viz._server._server.server_address[0] == "127.0.0.1"
+        port = viz.port
+    assert not viz.serving
+    with pytest.raises(RuntimeError, match="Server is not running"):
+        viz.visualize(path)
+    import socket
+
+    with socket.socket() as s:  # the port is free again (connections may linger in TIME_WAIT)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+
+
+def test_port_in_use_and_bad_port(tmp_path):
+    with InferenceVisualizer(port=0) as first:
+        first.start_server()
+        with pytest.raises(OSError, match="Port .* already in use"):
+            InferenceVisualizer(port=first.port).start_server()
+    with pytest.raises(ValueError, match="port"):
+        InferenceVisualizer(port=70000)
+    with pytest.raises(FileNotFoundError, match="JSON file not found"):
+        InferenceVisualizer(port=0).visualize(tmp_path / "none.json")
+
+
+def test_empty_legacy_record_and_the_index(tmp_path):
+    (tmp_path / "empty.json").write_text("[]")  # 0.4.1 wrote [] for a run that recorded nothing
+    with InferenceVisualizer(port=0) as viz:
+        status, _, body = _get(viz.visualize(tmp_path / "empty.json"))
+        assert status == 200 and b"no steps" in body
+        status, kind, body = _get(f"http://127.0.0.1:{viz.port}/smc.html")
+        assert status == 200 and kind.startswith("text/html") and b"smc.html?path=empty.json" in body
+    with pytest.raises(ValueError, match="empty"):
+        InferenceVisualizer(tmp_path / "empty.json")

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Sequence
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # scipy is imported on use (a quarter second at start-up)
+    import scipy.sparse as sp
 
 Step = Callable[[Any, np.ndarray, np.ndarray], Any]
 Live = Callable[[Any], np.ndarray]
@@ -206,6 +208,8 @@ class SymbolTrie:
     @cached_property
     def subtree(self) -> sp.csr_matrix:
         """`A[node, token] = 1` when `node` lies on the path from the root to the token's leaf."""
+        import scipy.sparse as sp
+
         rows, cols = [], []
         parent = self.parent.tolist()
         for i, leaf in enumerate(self.leaf.tolist()):

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import stat
 import sys
 import warnings
-from typing import Any, NoReturn, Sequence
+from typing import Any, Iterator, NoReturn, Sequence
 
 from genlm.control.embedded import ALIASES, EMBEDDED_MODEL, resolve
 from genlm.control.sampler.record_file import RecordNotWrittenWarning, check_output_path
@@ -46,26 +47,39 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"genlm-control: error: {message} (see {self.prog} --help)\n")
 
 
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Help that ends each option's line with its default, where it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "(default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)".strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="genlm-control", description="Controlled generation from language models by SMC."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="sample from LM(x) · constraint(x) by SMC")
-    gen.add_argument("--prompt", default="", help="text the model continues")
+    gen = sub.add_parser(
+        "generate", help="sample from LM(x) · constraint(x) by SMC", formatter_class=_DefaultsFormatter
+    )
+    gen.add_argument("--prompt", default="", help="text the model continues (default: empty)")
     constraint = gen.add_mutually_exclusive_group()
     constraint.add_argument("--regex", metavar="PATTERN", help="a regular expression the output matches")
     constraint.add_argument("--lark", metavar="FILE", help="a Lark grammar file the output parses under")
     constraint.add_argument("--json-schema", metavar="FILE", help="a JSON Schema file the output is valid under")
     gen.add_argument("--model", default=None, help="model name or path (default: the embedded model)")
     gen.add_argument("--backend", default=None, help="hf, vllm or mock (default: vllm with CUDA, else hf)")
-    gen.add_argument("--sampler", choices=SAMPLERS, default="awrs", help="token sampler (default: awrs)")
+    gen.add_argument("--sampler", choices=SAMPLERS, default="awrs", help="token sampler")
     gen.add_argument("--top-k", type=int, default=5, help="K for --sampler topk")
     gen.add_argument("--particles", type=int, default=10, help="number of particles")
     gen.add_argument("--ess-threshold", type=float, default=0.5, help="resample when ESS/N falls below this")
     gen.add_argument("--max-tokens", type=int, default=32, help="maximum tokens per sequence, EOS included")
-    gen.add_argument("--resampling", choices=RESAMPLING, default="multinomial")
-    gen.add_argument("--seed", type=int, default=None, help="seed for a reproducible run")
+    gen.add_argument("--resampling", choices=RESAMPLING, default="multinomial", help="resampling scheme")
+    gen.add_argument("--seed", type=int, default=None, help="seed for a reproducible run (default: none)")
     gen.add_argument("--record", metavar="FILE", help="write the run's record (JSON) here")
     gen.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
@@ -91,14 +105,19 @@ def _read(path: str) -> str:
 
 
 def _item_constraint(args: argparse.Namespace) -> Any:
-    """The byte-level constraint named on the command line, or None."""
-    from genlm.control import BoolCFG, BoolFSA, JsonSchema
+    """The byte-level constraint named on the command line, or None.
 
+    Each constraint class is imported only when named: the grammar library costs
+    seconds to import and a regex or a schema does not need it."""
     if args.regex is not None:
+        from genlm.control.potential.built_in.fsa.wfsa import BoolFSA
+
         return BoolFSA.from_regex(args.regex)
     if args.lark is not None:
-        return _lark(BoolCFG, args.lark)
+        return _lark(args.lark)
     if args.json_schema is not None:
+        from genlm.control.potential.built_in.json_schema.json import JsonSchema
+
         text = _read(args.json_schema)
         try:
             schema = json.loads(text)
@@ -110,10 +129,17 @@ def _item_constraint(args: argparse.Namespace) -> Any:
     return None
 
 
-def _lark(cfg_class: Any, path: str) -> Any:
+def _lark(path: str) -> Any:
     """The grammar of the file at `path`; a relative `%import .name` reads `name.lark`
-    from the file's folder, never from the working folder."""
-    return cfg_class.from_lark(_read(path), base_dir=os.path.dirname(os.path.abspath(path)))
+    from the file's folder, never from the working folder. The grammar is read (and a
+    bad one reported) before the grammar library, which takes seconds, is imported."""
+    from genlm.control.potential.built_in.cfg._cfg_lark import read_lark
+
+    text, base_dir = _read(path), os.path.dirname(os.path.abspath(path))
+    read_lark(text, base_dir)
+    from genlm.control.potential.built_in.cfg.wcfg import BoolCFG
+
+    return BoolCFG.from_lark(text, base_dir=base_dir)
 
 
 def _sampler(args: argparse.Namespace, llm: Any, item: Any) -> Any:
@@ -218,15 +244,27 @@ def preflight(args: argparse.Namespace) -> str:
     return model
 
 
-async def generate(args: argparse.Namespace) -> dict:
+_FROM_ARGS = object()
+
+
+async def generate(args: argparse.Namespace, item: Any = _FROM_ARGS) -> dict:
     """Run the generation described by `args` and return the result as a dict.
+
+    Args:
+        item: the byte-level constraint, when already built from `args` (None: none).
 
     A record that cannot be written after the run is reported by a
     `RecordNotWrittenWarning` (the result is returned all the same)."""
+    model = preflight(args)
+    if item is _FROM_ARGS:
+        item = _item_constraint(args)
+    with _threads_for(model):
+        return await _generate(args, model, item)
+
+
+async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
     from genlm.control import PromptedLLM
 
-    model = preflight(args)
-    item = _item_constraint(args)
     llm = PromptedLLM.from_name(model, backend=args.backend)
     llm.set_prompt_from_str(args.prompt)
     sampler = _sampler(args, llm, item)
@@ -241,23 +279,45 @@ async def generate(args: argparse.Namespace) -> dict:
         )
     finally:
         sampler.cleanup()
-    live = [(text, p) for text, p in seqs.decoded_posterior.items() if p > 0]  # 0.0 entries: dead particles
-    posterior = sorted(live, key=lambda kv: -kv[1])
     return {
         "model": model,
         "prompt": args.prompt,
         "log_ml": float(seqs.log_ml),
         "ess": float(seqs.ess),
-        "posterior": [{"text": text, "probability": float(p)} for text, p in posterior],
+        "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
+        "particles_without_mass": seqs.n_without_mass,
     }
 
 
+@contextlib.contextmanager
+def _threads_for(model: str) -> Iterator[None]:
+    """One intra-op torch thread while the embedded model runs (restored after): its
+    matrices are tiny, and idle worker threads spinning between its forwards cost
+    more CPU than they save."""
+    if model not in ALIASES:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def render_table(result: dict) -> str:
+    """The finished texts with mass, heaviest first, then one line counting the
+    particles left out (weight zero or unfinished)."""
     lines = [f"log_ml = {result['log_ml']:.4f}   ESS = {result['ess']:.2f}", "", "probability  text"]
     for row in result["posterior"]:
         lines.append(f"{row['probability']:11.4f}  {row['text']!r}")
+    rest = result.get("particles_without_mass", 0)
     if not result["posterior"]:
         lines.append("(no particle completed with positive weight)")
+    elif rest:
+        lines.append(f"({rest} more particle{'s' if rest != 1 else ''} with weight zero or unfinished, not shown)")
     return "\n".join(lines)
 
 
@@ -275,11 +335,11 @@ def _quiet_backends() -> None:
         pass
 
 
-def _run(args: argparse.Namespace) -> tuple[dict, str | None]:
+def _run(args: argparse.Namespace, item: Any) -> tuple[dict, str | None]:
     """The result, and why the record was not written (None when it was, or none was asked)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RecordNotWrittenWarning)
-        result = asyncio.run(generate(args))
+        result = asyncio.run(generate(args, item))
     failure = None
     for w in caught:
         if issubclass(w.category, RecordNotWrittenWarning):
@@ -299,10 +359,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
     try:
-        preflight(args)  # before importing the model libraries: bad input fails in a blink
+        # Every argument and the constraint are checked before the model libraries
+        # (torch, transformers) are imported: bad input fails in a blink.
+        preflight(args)
+        item = _item_constraint(args)
         if not os.environ.get("GENLM_CONTROL_DEBUG"):
             _quiet_backends()
-        result, failure = _run(args)
+        result, failure = _run(args, item)
     except (UsageError, ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
         if os.environ.get("GENLM_CONTROL_DEBUG"):
             raise

@@ -75,7 +75,7 @@ def test_iteration_indexing_and_show(capsys):
     assert seqs[1] == ([b"b", EOS], -0.5)
     seqs.show()
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and "b'b'" in lines[0] and "-0.5" in lines[0]
+    assert lines[0].split() == ["-0.5000", "'b'<EOS>"] and lines[1].split() == ["-1.0000", "'a'<EOS>"]
     page = seqs._repr_html_()
     assert page.index("<pre>b</pre>") < page.index("<pre>a</pre>")
 
@@ -109,3 +109,26 @@ async def test_posterior_of_a_run_where_some_particles_die_counts_every_response
     assert sum(1 for v in seqs.decoded_posterior.values() if v == 0.0) == len(
         {b"".join(c[:-1]).decode() for c in dead - alive}
     )
+
+
+def test_show_decodes_text_across_tokens(capsys):
+    # "é" is two bytes split over two tokens; an unfinished particle has no <EOS>
+    seqs = Sequences([[b" caf", b"\xc3", b"\xa9", EOS], [b"\xff", b"x"]], [0.0, float("-inf")])
+    seqs.show()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split(None, 1) == ["0.0000", "' café'<EOS>"]
+    assert lines[1].split(None, 1) == ["-inf", "'\\\\xffx'"]
+    assert "Token(" not in "".join(lines) and "b'" not in "".join(lines)
+
+
+def test_finished_texts_leave_out_particles_without_mass():
+    seqs = Sequences(
+        [[b"a", EOS], [b"b", EOS], [b"a", EOS], [b"c", EOS], [b"d"]],
+        [0.0, math.log(2.0), 0.0, float("-inf"), 0.0],
+    )
+    # decoded_posterior keeps the zero entry (0.4.1 harnesses count them) ...
+    assert seqs.decoded_posterior["c"] == 0.0 and "c" in seqs.decoded_posterior
+    # ... finished_texts has only texts with mass, renormalized over finished particles
+    assert seqs.finished_texts() == [("a", 0.5), ("b", 0.5)]
+    assert seqs.n_without_mass == 2  # "c" has weight zero, [b"d"] never finished
+    assert dict(seqs.finished_texts()) == {k: v for k, v in seqs.decoded_posterior.items() if v > 0}

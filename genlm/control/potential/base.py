@@ -12,7 +12,7 @@ from genlm.control.potential._returns import check_returns
 from genlm.control.potential.tables import VocabTables, build_tables
 from genlm.control.typing import TokenType
 from genlm.control.weights import NEG_INF, LazyWeights
-from genlm.control.window import gather_or_cancel
+from genlm.control.window import gather_eager, gather_or_cancel
 
 if TYPE_CHECKING:  # pragma: no cover
     from genlm.control.potential.autobatch import AutoBatchedPotential
@@ -145,10 +145,14 @@ class Potential(ABC):
         ctx_logw = await self.prefix(context)
         if ctx_logw == NEG_INF:
             raise ValueError(f"context {context!r} has weight zero under {self!r}")
-        ext = [list(context) + [x] for x in self.tables.vocab]
-        prefixes, complete = await gather_or_cancel(
-            self.batch_prefix(ext), self.complete(context)
-        )
+        vocab = self.tables.vocab
+        if type(self).batch_prefix is Potential.batch_prefix:
+            # one `prefix` per extension, each built as it is scored: V lists alive at
+            # once would trigger full garbage collections (3x the row's cost)
+            scored = gather_eager(self.prefix([*context, x]) for x in vocab)
+        else:
+            scored = self.batch_prefix([[*context, x] for x in vocab])
+        prefixes, complete = await gather_or_cancel(scored, self.complete(context))
         logws = np.append(np.asarray(prefixes, dtype=np.float64), complete) - ctx_logw
         return self.make_lazy_weights(logws)
 
@@ -228,8 +232,8 @@ class Potential(ABC):
         return np.array(await gather_or_cancel(*(self.complete(c) for c in contexts)), dtype=np.float64)
 
     async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
-        """`prefix` of each context."""
-        return np.array(await gather_or_cancel(*(self.prefix(c) for c in contexts)), dtype=np.float64)
+        """`prefix` of each context (a `prefix` that never suspends runs without a task)."""
+        return np.array(await gather_eager(self.prefix(c) for c in contexts), dtype=np.float64)
 
     async def batch_score(self, contexts: Sequence[list]) -> np.ndarray:
         """`score` of each context."""

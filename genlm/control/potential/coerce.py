@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from genlm.control._trie import SymbolTrie
+from genlm.control._warn import warn_user
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, host_rows
@@ -38,13 +38,14 @@ def warn_unvectorised(potential: Potential, n_nodes: int) -> None:
     if cls in _WARNED:
         return
     _WARNED.add(cls)
-    warnings.warn(
+    warn_user(
         f"{cls.__name__} has no vectorised logw_next, so the coerced logw_next calls its "
-        f"prefix once per symbol at each live node of a {n_nodes}-node token trie; "
-        "use it as an AWRS condition, which checks only drawn tokens (see "
-        "docs/potentials.md, 'Constraints without a vectorised logw_next')",
-        UserWarning,
-        stacklevel=3,
+        f"prefix once per symbol at each live node of a {n_nodes}-node token trie. "
+        "A Boolean constraint can be an AWRS condition, which checks only the drawn "
+        "tokens; any potential can be the critic instead (`smc(..., critic=...)`, one "
+        "score per particle and step); or implement `batch_logw_next` or "
+        "`sparse_logw_next` (see docs/potentials.md, 'Constraints without a vectorised "
+        "logw_next')"
     )
 
 

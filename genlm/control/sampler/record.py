@@ -219,6 +219,7 @@ class RunRecord:
         steps: one record per step.
         final_contexts, final_log_weights: the returned population.
         log_ml: the estimate of `log Z` (finite or `-inf`).
+        prompt: the text the model continued, when the run's model had one prompt.
 
     Raises:
         RecordError: naming the first field of the wrong type or out of range
@@ -234,6 +235,7 @@ class RunRecord:
     final_contexts: list[list[str]] = field(default_factory=list)
     final_log_weights: list[float] = field(default_factory=list)
     log_ml: float = -math.inf
+    prompt: str | None = None
 
     def __post_init__(self):
         self.validate()
@@ -262,6 +264,8 @@ class RunRecord:
         _check_contexts(self.final_contexts, "final_contexts", self.n_particles)
         _check_log_weights(self.final_log_weights, "final_log_weights", self.n_particles)
         _check_real(self.log_ml, "log_ml", neg_inf=True)
+        if self.prompt is not None and not isinstance(self.prompt, str):
+            raise RecordError("prompt", f"must be a str or null, got {_shown(self.prompt)}")
 
     def to_dict(self) -> dict:
         return {
@@ -275,6 +279,7 @@ class RunRecord:
             "final_contexts": self.final_contexts,
             "final_log_weights": _dump_logws(self.final_log_weights),
             "log_ml": None if self.log_ml == -math.inf else self.log_ml,
+            "prompt": self.prompt,
         }
 
     @classmethod
@@ -307,6 +312,7 @@ class RunRecord:
             final_contexts=_get(d, "final_contexts"),
             final_log_weights=_load_logws(_get(d, "final_log_weights"), "final_log_weights"),
             log_ml=-math.inf if log_ml is None else log_ml,
+            prompt=d.get("prompt"),  # absent from records written before it was kept
         )
 
     def to_json(self, path: str | Path) -> None:
@@ -348,7 +354,8 @@ def _strict_json(text: str, path: Any) -> Any:
 class Recorder:
     """Collects `StepRecord`s during a run (in memory; the file is written after)."""
 
-    def __init__(self, n_particles, ess_threshold, max_tokens, resampling_method, seed):
+    def __init__(self, n_particles, ess_threshold, max_tokens, resampling_method, seed, prompt=None):
+        self._prompt = prompt
         self._settings = dict(
             n_particles=int(n_particles),
             ess_threshold=float(ess_threshold),
@@ -377,6 +384,7 @@ class Recorder:
             final_contexts=[context_text(c) for c in pop.contexts],
             final_log_weights=pop.log_weights.tolist(),
             log_ml=pop.log_ml,
+            prompt=self._prompt,
         )
 
 

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from genlm.control._warn import warn_user
 from genlm.control.draw import draw_from, draw_many, using_rng
 from genlm.control.potential._returns import SAMPLER_CHECKS, check_returns
 from genlm.control.potential.base import Potential
+from genlm.control.potential.fast_paths import vectorised_logw_next
 from genlm.control.weights import eos_column
 from genlm.control.window import gather_or_cancel
 
@@ -130,6 +132,7 @@ class DirectTokenSampler(TokenSampler):
                     "the proposal's vocabulary must equal the target's, token for token "
                     f"({len(proposal.vocab)} vs {len(potential.vocab)} tokens)"
                 )
+        warn_slow_rows(potential)
         self.autobatch = autobatch
         self.potential = potential.to_autobatched() if autobatch else potential
         self.proposal = None
@@ -177,6 +180,40 @@ class DirectTokenSampler(TokenSampler):
 def _check_potential(name: str, value: Any) -> None:
     if not isinstance(value, Potential):
         raise TypeError(f"{name} must be a Potential, got {type(value).__name__}")
+
+
+SLOW_ROW_VOCAB = 256  # a derived row over more tokens than this is worth a warning
+_WARNED_SLOW: set[type] = set()
+
+
+def _factors(potential: Potential) -> list[Potential]:
+    """The factors of a product (through autobatched views), else the potential."""
+    from genlm.control.potential.autobatch import AutoBatchedPotential
+    from genlm.control.potential.product import Product
+
+    if isinstance(potential, Product):
+        return _factors(potential.p1) + _factors(potential.p2)
+    if isinstance(potential, AutoBatchedPotential):
+        return _factors(potential.potential)
+    return [potential]
+
+
+def warn_slow_rows(potential: Potential) -> None:
+    """Warn (once per class, at the user's line) about each factor whose rows are the
+    base class's derived `logw_next`: one `prefix` call per token of a large vocabulary,
+    for every particle at every step."""
+    for factor in _factors(potential):
+        cls = factor.rows_class()
+        if cls in _WARNED_SLOW or len(factor.vocab) <= SLOW_ROW_VOCAB or vectorised_logw_next(factor):
+            continue
+        _WARNED_SLOW.add(cls)
+        warn_user(
+            f"{cls.__name__} defines only prefix/complete, so each of its logw_next rows calls "
+            f"prefix once per token of its {len(factor.vocab)}-token vocabulary, for every "
+            "particle at every step. Use it as the critic instead (`sampler.smc(..., "
+            "critic=potential)` scores each particle once per step, with the same target), "
+            "or implement `batch_logw_next` or `sparse_logw_next` (see docs/custom-potentials.md)"
+        )
 
 
 def direct_token_sampler(potential: Potential, proposal: Potential | None = None) -> DirectTokenSampler:

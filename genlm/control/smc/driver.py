@@ -8,16 +8,13 @@ particles), progress and recording. The arithmetic is the pure kernel's.
 
 from __future__ import annotations
 
-import math
-import sys
-
 import numpy as np
 
 from genlm.control._args import is_int, is_real, positive_int, reject_bool
 from genlm.control.sampler.record import Recorder, context_text
 from genlm.control.sampler.record_file import check_output_path, write_record_or_warn
 from genlm.control.sampler.resampling import get_resampler
-from genlm.control.smc import kernel
+from genlm.control.smc import kernel, progress
 from genlm.control.smc.particle import Population, SequenceModel
 from genlm.control.smc.state import PopulationState, Proposals
 from genlm.control.smc.step import SlotStreams, propose, retrying
@@ -48,20 +45,6 @@ def run_streams(seed: int | None) -> tuple[np.random.Generator, SlotStreams]:
     return rng, SlotStreams(root)
 
 
-def _progress(total: float):
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=None if math.isinf(total) else int(total),
-        desc="smc",
-        unit="step",
-        delay=2.0,
-        leave=False,
-        disable=None,
-        file=sys.stderr,
-    )
-
-
 async def smc_standard(
     model: SequenceModel,
     n_particles: int,
@@ -71,6 +54,7 @@ async def smc_standard(
     resampling_method: str = "multinomial",
     seed: int | None = None,
     verbosity: int = 0,
+    prompt: str | None = None,
 ) -> Population:
     """Run SMC with `n_particles` copies of `model` until every particle has finished.
 
@@ -90,6 +74,7 @@ async def smc_standard(
         seed: makes the run reproducible bit for bit (also when run concurrently
             with other seeded runs); fresh entropy when None.
         verbosity: 1 prints the particles after each step.
+        prompt: the model's prompt as text, kept in the record.
 
     Returns:
         The final `Population` (its `record` is set when `json_file` is given).
@@ -102,9 +87,11 @@ async def smc_standard(
     rng, streams = run_streams(seed)
     start = float(fold_nan(np.array([await retrying(model.start)]))[0])
     state = kernel.initial_state(n_particles, start, model.eos)
-    recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed) if json_file else None
+    recorder = None
+    if json_file:
+        recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed, prompt)
     step = 0
-    with _progress(model.max_tokens) as bar:
+    with progress.progress_bar(model.max_tokens) as bar:
         while not state.done.all():
             live = state.live
             contexts = [state.contexts[i] for i in live.tolist()]

@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from genlm.control._args import positive_int
+from genlm.control._held import holding
 from genlm.control.potential.base import Potential
 from genlm.control.sampler.record_file import check_output_path
 from genlm.control.sampler.resampling import get_resampler
@@ -95,15 +96,18 @@ class SMC:
             check_output_path(json_path)
         get_resampler(resampling_method)
         model = SequenceModel(self.unit_sampler, self.critic, int(max_tokens), terminate_when)
-        pop = await smc_standard(
-            model,
-            n_particles,
-            ess_threshold,
-            json_path,
-            resampling_method=resampling_method,
-            seed=seed,
-            verbosity=verbosity,
-        )
+        # The run holds its models: a shared PromptedLLM's prompt cannot change under it.
+        with holding(self.unit_sampler, self.critic) as held:
+            pop = await smc_standard(
+                model,
+                n_particles,
+                ess_threshold,
+                json_path,
+                resampling_method=resampling_method,
+                seed=seed,
+                verbosity=verbosity,
+                prompt=_prompt_text(held) if json_path is not None else None,
+            )
         return Sequences(pop.contexts, pop.log_weights, record=pop.record)
 
     async def cleanup(self) -> None:
@@ -111,6 +115,13 @@ class SMC:
         self.unit_sampler.cleanup()
         if self.critic is not None:
             self.critic.cleanup()
+
+
+def _prompt_text(held: list) -> str | None:
+    """The prompt of the run's models, for its record: their one prompt text, or None
+    (no model with a prompt, or models with different prompts)."""
+    texts = {text for text in (obj.prompt_text() for obj in held) if text is not None}
+    return texts.pop() if len(texts) == 1 else None
 
 
 def _check_token_types(unit_sampler: TokenSampler, critic: Potential) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from genlm.control.constant import EndOfSequence
-from genlm.control.sampler.record import RunRecord
+from genlm.control.sampler.record import RunRecord, token_text
 from genlm.control.sampler.resampling import ess, log_mean_exp, normalized_weights
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF, fold_nan, logsumexp
@@ -79,22 +79,50 @@ class Sequences:
     def decoded_posterior(self) -> Float.chart:
         """Posterior over the text of the finished sequences: those ending in EOS whose
         tokens decode (bytes as UTF-8, or strings); weights renormalized over them.
-        Texts of weight zero stay in the chart with value 0.0, as in genlm-control 0.4.1."""
+        Texts of weight zero stay in the chart with value 0.0, as in genlm-control 0.4.1
+        (harnesses count them); `finished_texts()` gives only the texts with mass."""
         from genlm.grammar import Float
 
         chart = Float.chart()
+        for text, w in self._text_weights().items():
+            chart[text] += w
+        return _normalized(chart)
+
+    def _text_weights(self) -> dict[str, float]:
+        """`W_i` summed over the decoded text of each finished particle (zeros kept)."""
+        out: dict[str, float] = {}
         for ctx, w in zip(self.contexts, self.normalized_weights):
             tokens = flatten_units(ctx)
             if tokens and isinstance(tokens[-1], EndOfSequence):
                 text = _decode(tokens[:-1])
                 if text is not None:
-                    chart[text] += float(w)
-        return _normalized(chart)
+                    out[text] = out.get(text, 0.0) + float(w)
+        return out
+
+    def finished_texts(self) -> list[tuple[str, float]]:
+        """The texts of `decoded_posterior` with positive mass, heaviest first, as
+        `(text, probability)` pairs (renormalized over the finished texts); the
+        particles that carry no mass are left out (see `n_without_mass`)."""
+        weights = {t: w for t, w in self._text_weights().items() if w > 0}
+        total = sum(weights.values())
+        return sorted(((t, w / total) for t, w in weights.items()), key=lambda kv: -kv[1])
+
+    @property
+    def n_without_mass(self) -> int:
+        """How many particles carry no mass in `finished_texts()`: weight zero,
+        unfinished (no EOS), or tokens that do not decode to text."""
+        live = 0
+        for ctx, w in zip(self.contexts, self.normalized_weights):
+            tokens = flatten_units(ctx)
+            finished = bool(tokens) and isinstance(tokens[-1], EndOfSequence)
+            live += bool(w > 0 and finished and _decode(tokens[:-1]) is not None)
+        return self.size - live
 
     def show(self) -> None:
-        """Print the sequences with their log weights, heaviest first."""
+        """Print the particles heaviest first: log weight, then the decoded text (bytes
+        as UTF-8 with bad bytes escaped, units joined, `<EOS>` marking a finished one)."""
         for i in np.argsort(-self.log_weights, kind="stable"):
-            print(f"{self.log_weights[i]:10.4f}  {self.contexts[i]!r}")
+            print(f"{self.log_weights[i]:10.4f}  {_shown_text(self.contexts[i])}")
 
     def __len__(self) -> int:
         return self.size
@@ -121,6 +149,17 @@ def _decode(tokens: list) -> str | None:
     if all(isinstance(t, str) for t in tokens):
         return "".join(tokens)
     return None
+
+
+def _shown_text(context: list) -> str:
+    """The text of a context: bytes joined before decoding (a character may span
+    tokens), `<EOS>` after the quoted text of a finished one."""
+    tokens = flatten_units(context)
+    end = "<EOS>" if tokens and isinstance(tokens[-1], EndOfSequence) else ""
+    body = tokens[:-1] if end else tokens
+    if all(isinstance(t, (bytes, bytearray)) for t in body):
+        return repr(b"".join(body).decode("utf-8", errors="backslashreplace")) + end
+    return repr("".join(token_text(t) for t in body)) + end
 
 
 def _normalized(chart: Float.chart) -> Float.chart:

@@ -21,11 +21,10 @@ when the grammar came from a file, grammars relative to that file's folder
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import lark
 import numpy as np
-from genlm.grammar import CFG, Float
 from lark.load_grammar import GrammarBuilder, _get_mangle, stdlib_loader
 
 from genlm.control.potential.built_in.fsa._fsa_regex import (
@@ -35,6 +34,9 @@ from genlm.control.potential.built_in.fsa._fsa_regex import (
     literal_dfa,
 )
 from genlm.control.potential.built_in.fsa._regex_syntax import parse_regex
+
+if TYPE_CHECKING:  # genlm.grammar is imported on use: it takes seconds, and reading
+    from genlm.grammar import CFG  # a grammar (`read_lark`) does not need it
 
 # Terminals are one-byte `bytes`, never ints: Earley renumbers nonterminals to ints.
 BYTE_SYMBOLS = [bytes([b]) for b in range(256)]
@@ -167,7 +169,7 @@ def productive(grammar: LarkGrammar) -> set:
     return done
 
 
-def lark_to_cfg(text: str | LarkGrammar, semiring: Any = Float, base_dir: str | None = None) -> CFG:
+def lark_to_cfg(text: str | LarkGrammar, semiring: Any = None, base_dir: str | None = None) -> CFG:
     """A byte-level CFG (terminals are one-byte `bytes`) for the Lark grammar `text`.
 
     Rule weights are uniform per head (`1/k` over a head's `k` rules) and each
@@ -177,6 +179,9 @@ def lark_to_cfg(text: str | LarkGrammar, semiring: Any = Float, base_dir: str | 
     Raises:
         ValueError: see `read_lark`.
     """
+    from genlm.grammar import CFG, Float
+
+    semiring = Float if semiring is None else semiring
     g = text if isinstance(text, LarkGrammar) else read_lark(text, base_dir)
     one = semiring.one
     heads: dict[str, int] = {}
@@ -277,6 +282,8 @@ def _lead_bytes(ranges) -> frozenset:
 
 
 def _weight(semiring):
+    from genlm.grammar import Float
+
     if semiring is Float:
         return lambda k: 1.0 / k
     return lambda k: semiring.one

@@ -15,10 +15,12 @@ context by a byte is one sparse product `α T_b`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # scipy is imported on use: it costs a quarter second, and a
+    import scipy.sparse as sp  # regex that fails to parse never needs it
 
 N_BYTES = 256
 
@@ -112,6 +114,8 @@ def compile_wfsa(wfsa, boolean: bool) -> ByteAutomaton:
         ValueError: on labels that are not bytes, a negative weight, or a total
             weight that diverges (spectral radius of `Σ_b T_b` ≥ 1).
     """
+    import scipy.sparse as sp
+
     wfsa = _prepare(wfsa)
     states = list(wfsa.states)
     ids = {q: i for i, q in enumerate(states)}
@@ -146,6 +150,8 @@ def compile_wfsa(wfsa, boolean: bool) -> ByteAutomaton:
 
 
 def _assemble(start, stop, src, dst, lab, val, boolean) -> ByteAutomaton:
+    import scipy.sparse as sp
+
     n = len(start)
     trans = []
     for b in range(N_BYTES):

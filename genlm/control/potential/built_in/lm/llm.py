@@ -12,6 +12,7 @@ from genlm.backend.llm import AsyncLM
 from genlm.backend.tokenization.token import Token
 
 from genlm.control._device import to_host
+from genlm.control._held import HeldByRuns
 from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in.lm._llm_loading import (
     _check_lora,
@@ -35,7 +36,7 @@ from genlm.control.weights import LazyWeights
 _INHERIT: Any = object()  # spawn(): keep the parent's value
 
 
-class PromptedLLM(Potential):
+class PromptedLLM(Potential, HeldByRuns):
     """A language model conditioned on a prompt, as a potential over its tokens.
 
     The vocabulary is the model's tokens (genlm-backend `Token`s: byte strings
@@ -49,6 +50,10 @@ class PromptedLLM(Potential):
 
     An empty prompt starts from the tokenizer's BOS token (its EOS token when it
     has no BOS), since the model needs at least one token to predict from.
+
+    The prompt may change between runs, never during one: while an SMC run uses the
+    model, setting a different prompt is a RuntimeError naming `spawn()` (each
+    concurrent prompt needs its own copy).
 
     Args:
         llm: a genlm-backend `AsyncLM` (see `from_name`).
@@ -153,7 +158,16 @@ class PromptedLLM(Potential):
 
     @prompt_ids.setter
     def prompt_ids(self, ids: Sequence[int]) -> None:
-        self._prompt_ids = check_prompt_ids(ids, len(self.token_maps.decode))
+        ids = check_prompt_ids(ids, len(self.token_maps.decode))
+        if self.runs_holding and ids != self._prompt_ids:
+            raise RuntimeError(
+                f"the prompt of this PromptedLLM cannot change while {self.runs_holding} SMC "
+                "run(s) use it: the running one(s) would silently continue the new prompt. "
+                "Give each concurrent run its own copy: `copy = llm.spawn()`, then "
+                "`copy.set_prompt_from_str(...)` (or `llm.spawn(prompt_ids=...)`), and build "
+                "that run's sampler over the copy"
+            )
+        self._prompt_ids = ids
 
     @property
     def _start(self) -> tuple:
@@ -164,6 +178,10 @@ class PromptedLLM(Potential):
     def prompt(self) -> list[Token]:
         """The prompt as tokens."""
         return self.decode_tokens(self._prompt_ids)
+
+    def prompt_text(self) -> str:
+        """The prompt as text (its token bytes decoded as UTF-8, bad bytes escaped)."""
+        return b"".join(bytes(t) for t in self.prompt).decode("utf-8", errors="backslashreplace")
 
     def set_prompt_from_str(self, prompt_str: str) -> None:
         """Set the prompt to the tokenizer's encoding of `prompt_str` (with its special tokens).
