@@ -73,10 +73,15 @@ REGEXES = sorted(
     | {r"(?i)select [a-z]+", r"(?s)<.{0,3}>", r"[éü€]+ \w{2}", r"(ab|a)(bc|c)*\.", r"\d+(\.\d*)?"}
 )
 # Grammars built to trip a lexer, with whether the engine is exact for them.
+# A grammar the lexer would split differently is exact once its clashing terminals
+# are lowered to one-byte rules; only terminals over non-ASCII bytes are not lowered.
 TRICKY = {
-    "greedy-repeat": ("start: A A\nA: /a+/", False),
-    "word-word": ("start: WORD WORD\nWORD: /[a-z]+/", False),
-    "int-or-float": ('start: INT "." INT | FLOAT\nINT: /[0-9]+/\nFLOAT: /[0-9]+\\.[0-9]+/', False),
+    "greedy-repeat": ("start: A A\nA: /a+/", True),
+    "word-word": ("start: WORD WORD\nWORD: /[a-z]+/", True),
+    "int-or-float": ('start: INT "." INT | FLOAT\nINT: /[0-9]+/\nFLOAT: /[0-9]+\\.[0-9]+/', True),
+    "greedy-utf8": ("start: A A\nA: /é+/", False),
+    "word-word-ignore": ("start: WORD WORD\nWORD: /[a-z]+/\n%ignore \" \"", True),
+    "optional-chain": ('start: "[" A? B? C? D? "]"\nA: /a+/\nB: /[ab]+/\nC: "c"\nD: /[cd]/', True),
     "keyword-name": (
         'start: "let" NAME "=" NUMBER\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore " "',
         True,
@@ -95,7 +100,8 @@ TRICKY = {
         True,
     ),
 }
-GRAMMARS = {f"corpus-{i}": (g, True) for i, g in enumerate(sorted(PY_GRAMMARS))} | TRICKY
+LARK_FILES = {p.stem: (p.read_text(), True) for p in sorted(ROOT.glob("benchmarks/grammars/*.lark"))}
+GRAMMARS = {f"corpus-{i}": (g, True) for i, g in enumerate(sorted(PY_GRAMMARS))} | LARK_FILES | TRICKY
 
 
 def test_the_corpus_is_found():
@@ -214,16 +220,33 @@ async def test_lark_engine_agrees_along_sampled_sentences(llm, name):
             raw.append(int(rng.choice(live)))
 
 
-async def test_inexact_grammars_really_differ_under_the_engine(llm, pieces):
-    """The witnesses behind the refusals: texts in the grammar that the engine's lexer
-    rejects (so `engine=None` must not take it)."""
-    for name, text in [("greedy-repeat", b"aa"), ("word-word", b"ab"), ("int-or-float", b"1.5")]:
+async def test_lowering_serves_texts_the_engines_own_lexer_refuses(llm, pieces):
+    """The witnesses behind lowering: texts in the grammar that the engine's lexer
+    rejects on the grammar as written (maximal munch), which the default coercion
+    (clashing terminals lowered to one-byte rules) accepts, as Earley does."""
+    from genlm.control import GuidedConstraint
+
+    for name, text in [("greedy-repeat", b"aa"), ("word-word", b"ab"), ("word-word-ignore", b"ab")]:
         grammar, _ = GRAMMARS[name]
-        engine, cfg = lark_pair(llm, grammar)
+        raw = GuidedConstraint.from_lark(llm, grammar)
+        default = BoolCFG.from_lark(grammar).coerce(llm, f=b"".join)
+        assert isinstance(default, GuidedCoerced)
         toks = tokens(pieces, text, range(len(text)))
-        assert await cfg.complete(list(text)) == 0.0
-        if name != "int-or-float":  # FLOAT also derives "1.5": a conservative refusal
-            assert await engine.complete(toks) == NEG_INF
+        assert await BoolCFG.from_lark(grammar).complete(list(text)) == 0.0
+        assert await default.complete(toks) == 0.0, (name, text)
+        assert await raw.complete(toks) == NEG_INF, (name, text)
+
+
+async def test_non_ascii_clashes_keep_the_generic_path(llm, pieces):
+    """`A: /é+/` cannot be lowered (a byte of `é` is not a character to the engine):
+    the default keeps Earley, and the engine's lexer does refuse `éé` split as `A A`."""
+    grammar, _ = GRAMMARS["greedy-utf8"]
+    cfg = BoolCFG.from_lark(grammar)
+    assert not isinstance(cfg.coerce(llm, f=b"".join), GuidedCoerced)
+    engine = cfg.coerce(llm, f=b"".join, engine=True)
+    text = "éé".encode()
+    assert await cfg.complete(list(text)) == 0.0
+    assert await engine.complete(tokens(pieces, text, range(len(text)))) == NEG_INF
 
 
 # Random grammars ---------------------------------------------------------------
