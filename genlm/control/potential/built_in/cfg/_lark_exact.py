@@ -32,6 +32,7 @@ which is exactly the Earley path's reading of `%ignore`.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -50,6 +51,7 @@ from genlm.control.potential.built_in.engine._guided_regex import engine_regex
 from genlm.control.potential.built_in.fsa._fsa_regex import compile_regex
 
 CHECK_BUDGET = 50_000  # product-automaton states explored before giving up (not proven)
+MAX_ROUNDS = 24  # checks, each after lowering the terminals of one clash
 IGNORE = "IGN"
 
 
@@ -82,6 +84,13 @@ def engine_lark(g: LarkGrammar, budget: int = CHECK_BUDGET) -> EngineLark:
     rules = _rules(g, names)
     dfas = {y: base[_engine_name(y)] for _, body in rules for y in body if _is_terminal(y)}
     rules, reason = _lower_until_exact(rules, dfas, terms, budget)
+    if reason is not None:  # the user's terminal names
+        back = {n: repr(t) for t, n in names.items()} | {IGNORE: "%ignore"}
+        reason = re.sub(
+            r"terminal ([A-Z]+[0-9]*)\b",
+            lambda m: "terminal " + back.get(m.group(1), "(a lowered byte)"),
+            reason,
+        )
     return EngineLark(_text(rules, terms), reason)
 
 
@@ -101,15 +110,19 @@ def _lower_until_exact(rules: list, dfas: dict, terms: dict, budget: int) -> tup
     `dfas` and `terms` updated to its terminals) and why the lexing may still
     differ (None: it cannot)."""
     lowering = Lowering()
-    while True:
+    for _ in range(MAX_ROUNDS):
         reason, complete, continuing = _lexing_differs(rules, dfas, budget)
         if reason is None:
             return rules, None
         culprits = {t for t in continuing if not isinstance(dfas[t], ByteClass)}
         if not culprits:  # only one-byte terminals continue: lower the one that completes
             culprits = {t for t in complete if not isinstance(dfas[t], ByteClass)}
-        if not culprits or not all(_can_lower(t, dfas, lowering) for t in culprits):
+        if not culprits:
             return rules, reason
+        stuck = [t for t in sorted(culprits) if not _can_lower(t, dfas, lowering)]
+        if stuck:
+            why = "reads non-ASCII bytes" if not lowerable(dfas[stuck[0]]) else "is over the lowering budget"
+            return rules, f"{reason}; terminal {_engine_name(stuck[0])} {why}, so it is not lowered"
         for t in sorted(culprits):
             head, lowered = lowering.lower(t, dfas.pop(t))
             rules = [(h, tuple(head if y == t else y for y in body)) for h, body in rules]
@@ -120,6 +133,7 @@ def _lower_until_exact(rules: list, dfas: dict, terms: dict, budget: int) -> tup
         still = {_engine_name(y) for y in dfas}
         for name in [n for n in terms if n not in still]:
             del terms[name]
+    return rules, f"the lexing check still fails after lowering terminals {MAX_ROUNDS} times"
 
 
 def _can_lower(t: str, dfas: dict, lowering: Lowering) -> bool:
@@ -230,18 +244,24 @@ def _lexing_differs(rules: list, dfas: dict, budget: int) -> tuple[str | None, s
     }
     todo = [frozenset(first["start"])]
     contexts, spent = set(todo), 0
+    found: str | None = None
+    complete: set = set()
+    continuing: set = set()
     while todo:  # contexts: the terminals the parser may allow where a lexeme starts
         ctx = todo.pop()
         reason, explored, ends, clash = _product(sorted(ctx), dfas, after, budget - spent)
-        if reason:
-            return reason, *clash
+        found = found or reason
+        complete |= clash[0]
+        continuing |= clash[1]
         spent += explored
+        if spent >= budget:
+            return found, complete, continuing
         for done in ends:  # a lexeme matching the terminals `done` ends: what may follow
             nxt = frozenset(u for t in done for u in follow.get(t, ()) if u is not None)
             if nxt and nxt not in contexts:
                 contexts.add(nxt)
                 todo.append(nxt)
-    return None, set(), set()
+    return found, complete, continuing
 
 
 def _arc_lists(dfa) -> list:
@@ -256,10 +276,14 @@ def _arc_lists(dfa) -> list:
 def _product(ctx: list, dfas: dict, after: dict, budget: int) -> tuple[str | None, int, set, tuple]:
     """Explore the lexer automaton of the terminals `ctx`; a state where terminal `A`
     is complete and some byte both continues a lexeme and may start what follows `A`
-    is a difference. Returns `(reason, states explored, the sets of terminals that
-    complete together, (terminals completing, terminals continuing) at a difference)`."""
+    is a difference. Returns `(the first difference's reason, states explored, the
+    sets of terminals that complete together, (terminals completing, terminals
+    continuing) at every difference)`; the budget ends the exploration."""
     start = frozenset((t, 0) for t in ctx)
     seen, todo, ends = {start}, [start], set()
+    reason: str | None = None
+    complete: set = set()
+    continuing: set = set()
     arcs = {t: _arc_lists(dfas[t]) for t in ctx}
     while todo:
         state = todo.pop()
@@ -276,22 +300,21 @@ def _product(ctx: list, dfas: dict, after: dict, budget: int) -> tuple[str | Non
         for t in done:
             clash = after[t].intersection(moves)
             if clash:
-                culprits = ({t}, {u for b in clash for u, _ in moves[b]})
-                return (
+                complete.add(t)
+                continuing.update(u for b in clash for u, _ in moves[b])
+                reason = reason or (
                     f"terminal {_engine_name(t)} may be followed by a terminal starting with byte "
                     f"{min(clash):#04x}, which also continues a lexeme (maximal munch "
-                    "would not stop there)",
-                    len(seen),
-                    ends,
-                    culprits,
+                    "would not stop there)"
                 )
         for nxt in map(frozenset, moves.values()):
             if nxt not in seen:
                 if len(seen) >= budget:
-                    return "the lexing check ran out of its state budget", len(seen), ends, (set(), set())
+                    reason = reason or "the lexing check ran out of its state budget"
+                    return reason, len(seen), ends, (complete, continuing)
                 seen.add(nxt)
                 todo.append(nxt)
-    return None, len(seen), ends, (set(), set())
+    return reason, len(seen), ends, (complete, continuing)
 
 
 __all__ = ["CHECK_BUDGET", "EngineLark", "engine_lark"]
