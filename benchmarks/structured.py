@@ -138,9 +138,11 @@ async def main() -> None:
     ap.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ref", default=None, help="this script's --out JSON from genlm-control 0.4.1")
+    ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(WORKLOADS)}")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    result = {"version": VERSION, "rows": await measure(args.model, args.repeats)}
+    only = set(filter(None, args.only.split(","))) or None
+    result = {"version": VERSION, "rows": await measure(args.model, args.repeats, only)}
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     if SEEDED:

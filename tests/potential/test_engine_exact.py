@@ -294,3 +294,16 @@ async def test_random_grammars_agree_wherever_the_engine_is_taken(llm, seed):
             assert await engine.prefix(toks) == await cfg.prefix(list(s)), s
             assert await engine.complete(toks) == await cfg.complete(list(s)), s
     assert taken >= 3
+
+
+def test_lowering_stops_at_its_budget_with_the_reason(monkeypatch):
+    """A clash whose terminals would need more automaton states lowered than the
+    budget allows is not proven: the grammar keeps Earley, and the reason names the
+    user's terminal and the budget."""
+    from genlm.control.potential.built_in.cfg import _lark_exact
+
+    grammar = read_lark("start: A A\nA: /[a-z]{1,30}/")
+    assert engine_lark(grammar).inexact is None
+    monkeypatch.setattr(_lark_exact, "MAX_LOWERED_STATES", 10)
+    reason = engine_lark(grammar).inexact
+    assert reason is not None and "terminal 'A' is over the lowering budget" in reason
