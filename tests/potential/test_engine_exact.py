@@ -307,3 +307,33 @@ def test_lowering_stops_at_its_budget_with_the_reason(monkeypatch):
     monkeypatch.setattr(_lark_exact, "MAX_LOWERED_STATES", 10)
     reason = engine_lark(grammar).inexact
     assert reason is not None and "terminal 'A' is over the lowering budget" in reason
+
+
+def test_factoring_keeps_every_rules_language():
+    """`factor` writes a head's alternatives as their minimal automaton: on random
+    alternative sets (and a head name its new states must not take), each head
+    derives exactly its old sequences."""
+    from genlm.control.potential.built_in.cfg._lark_lower import factor
+
+    rng = __import__("random").Random(0)
+    for _ in range(200):
+        bodies = {tuple(rng.choice("abc") for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 7))}
+        rules = [("x", b) for b in sorted(bodies)] + [("x_f1", ("z",))]
+        heads: dict = {}
+        for h, body in factor(rules):
+            heads.setdefault(h, []).append(body)
+
+        assert _derive(heads, "x") == bodies and _derive(heads, "x_f1") == {("z",)}
+
+
+def _derive(heads: dict, sym: str) -> set:
+    """The symbol sequences an acyclic grammar derives from `sym`."""
+    if sym not in heads:
+        return {(sym,)}
+    out = set()
+    for body in heads[sym]:
+        parts = {()}
+        for y in body:
+            parts = {p + q for p in parts for q in _derive(heads, y)}
+        out |= parts
+    return out

@@ -111,12 +111,15 @@ def factor(rules: list) -> list:
     for h, body in rules:
         alts.setdefault(h, []).append(tuple(body))
     out: list = []
+    taken = set(alts)
     for h, bodies in alts.items():
-        out += _factored(h, frozenset(bodies)) if len(bodies) > 2 else [(h, b) for b in bodies]
+        out += _factored(h, frozenset(bodies), taken) if len(bodies) > 2 else [(h, b) for b in bodies]
     return out
 
 
-def _factored(head: str, bodies: frozenset) -> list:
+def _factored(head: str, bodies: frozenset, taken: set) -> list:
+    """`head`'s rules as the minimal automaton of its alternatives; the names of the
+    states it adds are new (kept in `taken`)."""
     names: dict[frozenset, str] = {bodies: head}
     out: list = []
     todo = [bodies]
@@ -138,7 +141,11 @@ def _factored(head: str, bodies: frozenset) -> list:
                 out.append((name, (y, *next(iter(tails)))))
                 continue
             if tails not in names:
-                names[tails] = f"{head}_f{len(names)}"
+                k = len(names)
+                while f"{head}_f{k}" in taken:
+                    k += 1
+                names[tails] = f"{head}_f{k}"
+                taken.add(names[tails])
                 todo.append(tails)
             out.append((name, (y, names[tails])))
     return out
