@@ -2,6 +2,7 @@
 
     python benchmarks/run.py                     # every workload, 5 repeats
     python benchmarks/run.py --repeats 9 --only unconstrained,regex
+    python benchmarks/run.py --only structured --structured-ref 041.json   # see structured.py
 
 Prints a markdown table and writes the raw timings to
 benchmarks/results/latest.json. Each workload and its floor (plain batched
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from workloads import Workload, embedded_workloads, synthetic_workloads  # noqa: E402
 
-ALL = ("unconstrained", "regex", "json", "sql", "gathered", "synthetic")
+ALL = ("unconstrained", "regex", "json", "sql", "gathered", "synthetic", "structured")
 TARGETS = {"unconstrained (direct, N=16)": 1.5, "regex (AWRS, N=10)": 3.0}
 GATHERED_TARGET = 1.5
 
@@ -127,6 +128,22 @@ def gathered_ratio(rows: list[dict]) -> tuple[float, float] | None:
     return runs, floors
 
 
+# Structured workloads -----------------------------------------------------------
+# Per-step cost of the default coercion against the engine, and AWRS SMC per run, for
+# regex, JSON, SQL-like Lark and SMILES (`structured.py`, which also runs under 0.4.1:
+# pass its --out JSON from there as --structured-ref for the speed-up column).
+
+
+async def structured_section(repeats: int, ref_path: str | None) -> dict:
+    """Print the structured table; return the rows (for the results JSON)."""
+    import structured
+
+    rows = await structured.measure(None, repeats)
+    ref = json.loads(Path(ref_path).read_text())["rows"] if ref_path else None
+    print(structured.table(rows, ref))
+    return rows
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -138,6 +155,7 @@ async def main() -> None:
         action="store_true",
         help="leave the objects loaded before timing to the cyclic collector (see docs/performance.md)",
     )
+    ap.add_argument("--structured-ref", default=None, help="structured.py --out JSON from 0.4.1")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest.json"))
     args = ap.parse_args()
     names = set(args.only.split(","))
@@ -153,6 +171,9 @@ async def main() -> None:
         # models (about 0.25 s here) and would land in a random repeat.
         gc.collect()
         gc.freeze()
+    structured_rows = (
+        await structured_section(args.repeats, args.structured_ref) if "structured" in names else None
+    )
     rows = []
     for w in workloads:
         rows.append(await measure(w, args.repeats))
@@ -172,7 +193,8 @@ async def main() -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "rows": rows, "gathered_over_one": gathered}, indent=1))
+    results = {"meta": meta, "rows": rows, "gathered_over_one": gathered, "structured": structured_rows}
+    out.write_text(json.dumps(results, indent=1))
     print(f"\nwrote {out}", file=sys.stderr)
 
 

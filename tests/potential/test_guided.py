@@ -146,7 +146,7 @@ def test_regex_rewriting():
 
 
 async def test_inexact_lark_takes_the_generic_path_and_says_why(llm, caplog):
-    cfg = BoolCFG.from_lark("start: A A\nA: /a+/")
+    cfg = BoolCFG.from_lark("start: A A\nA: /é+/")
     with caplog.at_level(logging.DEBUG, logger="genlm.control.potential.built_in.engine.guided"):
         c = cfg.coerce(llm, f=b"".join)
     assert not isinstance(c, GuidedCoerced)
@@ -200,17 +200,25 @@ async def test_lark_rows_agree_with_the_coerced_grammar(llm):
 
 async def test_lark_engine_only_where_exact(llm, pieces):
     """Grammars whose terminals compete for text (maximal munch would cut them
-    differently) keep byte-level Earley by default; `engine=True` takes the engine,
-    whose lexer refuses those splits. `%ignore` is read the same on both paths
-    (before every terminal and at the end), so it keeps the engine."""
+    differently) take the engine by default with the clashing terminals lowered to
+    one-byte rules, so the splits the lexer would refuse are accepted, as by Earley.
+    A clash on non-ASCII terminals is not lowered: Earley by default; `engine=True`
+    takes the engine, whose lexer refuses the split. `%ignore` is read the same on
+    both paths (before every terminal and at the end), so it keeps the engine."""
     greedy = "start: A A\nA: /a+/"
     words = "start: WORD WORD\nWORD: /[a-z]+/"
     for grammar, text in [(greedy, b"aa"), (words, b"abc")]:
         cfg = BoolCFG.from_lark(grammar)
         toks = split(pieces, text, list(range(len(text))))
-        assert await cfg.complete(list(text)) == 0.0
-        assert await cfg.coerce(llm, f=b"".join).complete(toks) == 0.0  # exact: Earley
-        assert await cfg.coerce(llm, f=b"".join, engine=True).complete(toks) == NEG_INF
+        coerced = cfg.coerce(llm, f=b"".join)
+        assert isinstance(coerced, GuidedCoerced)
+        assert await cfg.complete(list(text)) == await coerced.complete(toks) == 0.0
+    cfg = BoolCFG.from_lark("start: A A\nA: /é+/")
+    text = "éé".encode()
+    toks = split(pieces, text, list(range(len(text))))
+    assert await cfg.complete(list(text)) == 0.0
+    assert await cfg.coerce(llm, f=b"".join).complete(toks) == 0.0  # exact: Earley
+    assert await cfg.coerce(llm, f=b"".join, engine=True).complete(toks) == NEG_INF
     cfg = BoolCFG.from_lark('start: "x" "y"\n%ignore " "')
     engine = cfg.coerce(llm, f=b"".join)
     assert isinstance(engine, GuidedCoerced)

@@ -32,15 +32,26 @@ which is exactly the Earley path's reading of `%ignore`.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
 
 from genlm.control.potential.built_in.cfg._cfg_lark import LarkGrammar
+from genlm.control.potential.built_in.cfg._lark_lower import (
+    MAX_LOWERED_STATES,
+    ByteClass,
+    Lowering,
+    byte_class,
+    class_regex,
+    factor,
+    lowerable,
+)
 from genlm.control.potential.built_in.engine._guided_regex import engine_regex
 from genlm.control.potential.built_in.fsa._fsa_regex import compile_regex
 
 CHECK_BUDGET = 50_000  # product-automaton states explored before giving up (not proven)
+MAX_ROUNDS = 24  # checks, each after lowering the terminals of one clash
 IGNORE = "IGN"
 
 
@@ -59,47 +70,102 @@ def engine_lark(g: LarkGrammar, budget: int = CHECK_BUDGET) -> EngineLark:
     if set(g.ignores) & used:
         return EngineLark(None, "a terminal is both %ignored and used in a rule")
     terms = {names[t]: engine_regex(g.patterns[t]) for t in g.terminals if t not in g.ignores}
-    dfas = {names[t]: g.terminals[t] for t in g.terminals if t not in g.ignores}
+    base = {names[t]: g.terminals[t] for t in g.terminals if t not in g.ignores}
     if g.ignores:
         union = "|".join(f"(?:{g.patterns[t]})" for t in g.ignores)
         terms[IGNORE] = engine_regex(f"(?:{union})+")
         try:
-            dfas[IGNORE] = compile_regex(f"(?:{union})+")
+            base[IGNORE] = compile_regex(f"(?:{union})+")
         except ValueError as e:
             return EngineLark(None, f"the %ignore terminals: {e}")
     missing = [n for n, text in terms.items() if text is None]
     if missing:
         return EngineLark(None, f"terminal {missing[0]} has no exact engine regex")
     rules = _rules(g, names)
-    text = _text(rules, terms)
-    for _, body in rules:
-        for y in body:
-            if y.startswith(IGNORE):
-                dfas[y] = dfas[IGNORE]
-    dfas.pop(IGNORE, None)
-    return EngineLark(text, _lexing_differs(rules, dfas, budget))
+    dfas = {y: base[_engine_name(y)] for _, body in rules for y in body if _is_terminal(y)}
+    rules, reason = _lower_until_exact(rules, dfas, terms, budget)
+    if reason is not None:  # the user's terminal names
+        back = {n: repr(t) for t, n in names.items()} | {IGNORE: "%ignore"}
+        reason = re.sub(
+            r"terminal ([A-Z]+[0-9]*)\b",
+            lambda m: "terminal " + back.get(m.group(1), "(a lowered byte)"),
+            reason,
+        )
+    return EngineLark(_text(rules, terms), reason)
+
+
+def _is_terminal(y: str) -> bool:
+    return y[0].isupper()
+
+
+def _engine_name(y: str) -> str:
+    """The engine's terminal for an occurrence `T<i>_<k>` (`T<i>`), `IGN_*` (`IGN`) or a
+    byte class `C<k>` (itself)."""
+    return IGNORE if y.startswith(IGNORE) else y.split("_")[0]
+
+
+def _lower_until_exact(rules: list, dfas: dict, terms: dict, budget: int) -> tuple[list, str | None]:
+    """Check the lexing rule; while it fails on terminals that can be lowered (see
+    `_lark_lower`), lower them and check again. Returns the engine's rules (with
+    `dfas` and `terms` updated to its terminals) and why the lexing may still
+    differ (None: it cannot)."""
+    lowering = Lowering()
+    for _ in range(MAX_ROUNDS):
+        reason, complete, continuing = _lexing_differs(rules, dfas, budget)
+        if reason is None:
+            return rules, None
+        culprits = {t for t in continuing if not isinstance(dfas[t], ByteClass)}
+        if not culprits:  # only one-byte terminals continue: lower the one that completes
+            culprits = {t for t in complete if not isinstance(dfas[t], ByteClass)}
+        if not culprits:
+            return rules, reason
+        stuck = [t for t in sorted(culprits) if not _can_lower(t, dfas, lowering)]
+        if stuck:
+            why = "reads non-ASCII bytes" if not lowerable(dfas[stuck[0]]) else "is over the lowering budget"
+            return rules, f"{reason}; terminal {_engine_name(stuck[0])} {why}, so it is not lowered"
+        for t in sorted(culprits):
+            head, lowered = lowering.lower(t, dfas.pop(t))
+            rules = [(h, tuple(head if y == t else y for y in body)) for h, body in rules]
+            rules += lowered
+        for members, c in lowering.classes.items():
+            if c not in dfas:
+                dfas[c], terms[c] = byte_class(members), class_regex(members)
+        still = {_engine_name(y) for y in dfas}
+        for name in [n for n in terms if n not in still]:
+            del terms[name]
+    return rules, f"the lexing check still fails after lowering terminals {MAX_ROUNDS} times"
+
+
+def _can_lower(t: str, dfas: dict, lowering: Lowering) -> bool:
+    dfa = dfas[t]
+    return lowerable(dfa) and lowering.states + dfa.n_states <= MAX_LOWERED_STATES
 
 
 def _rules(g: LarkGrammar, names: dict) -> list[tuple[str, tuple]]:
-    """The grammar the engine gets, as `(head, body)`: rules `r<i>`, terminals `T<i>`;
-    with `%ignore`, each terminal `T<i>` is read through `wt<i>: T<i> | IGN_T<i> T<i>`; `start`
-    may end with `IGN_END`. The `IGN_*` are one terminal to the engine (`IGN`); they
-    are told apart here so that FOLLOW keeps what each occurrence precedes."""
-    rule_names = {h: f"r{i}" for i, h in enumerate(dict.fromkeys(h for h, _ in g.rules))}
+    """The grammar the engine gets, as `(head, body)`: rules `r<i>`, and each
+    occurrence of a terminal `T<i>` in a rule as its own terminal `T<i>_<k>`; with
+    `%ignore`, each occurrence is read through `wt<i>_<k>: T<i>_<k> | IGN_T<i>_<k>
+    T<i>_<k>`, and `start` may end with `IGN_END`. The occurrences of `T<i>` are one
+    terminal to the engine (as are the `IGN_*`, `IGN`); they are told apart here so
+    that FOLLOW keeps what each occurrence precedes."""
+    lark_rules = factor(g.rules)
+    rule_names = {h: f"r{i}" for i, h in enumerate(dict.fromkeys(h for h, _ in lark_rules))}
+    out = [("start", (rule_names["start"],))]
+    if g.ignores:
+        out.append(("start", (rule_names["start"], f"{IGNORE}_END")))
+    wrappers: list = []
 
     def sym(y: str) -> str:
         if y in rule_names:
             return rule_names[y]
-        return f"w{names[y].lower()}" if g.ignores else names[y]
+        n = f"{names[y]}_{len(wrappers)}"
+        wrappers.append(n)
+        if not g.ignores:
+            return n
+        out.extend([(f"w{n.lower()}", (n,)), (f"w{n.lower()}", (f"{IGNORE}_{n}", n))])
+        return f"w{n.lower()}"
 
-    out = [("start", (rule_names["start"],))]
-    if g.ignores:
-        out.append(("start", (rule_names["start"], f"{IGNORE}_END")))
-        for t in g.terminals:
-            if t not in g.ignores:
-                n = names[t]
-                out += [(f"w{n.lower()}", (n,)), (f"w{n.lower()}", (f"{IGNORE}_{n}", n))]
-    out += [(rule_names[h], tuple(sym(y) for y in body)) for h, body in g.rules]
+    out += [(rule_names[h], tuple(sym(y) for y in body)) for h, body in lark_rules]
     return out
 
 
@@ -107,11 +173,11 @@ def _text(rules: list, terms: dict) -> str:
     heads: dict[str, list] = {}
     for h, body in rules:
         heads.setdefault(h, []).append(
-            " ".join(IGNORE if y.startswith(IGNORE) else y for y in body)
+            " ".join(_engine_name(y) if _is_terminal(y) else y for y in body)
         )
     lines = []
     for h, alts in heads.items():
-        nonempty = [a for a in alts if a]
+        nonempty = list(dict.fromkeys(a for a in alts if a))
         empty = len(nonempty) < len(alts)
         lines.append(
             f"{h}: " + " | ".join(nonempty) + (" |" if empty and nonempty else '""' * empty)
@@ -164,11 +230,13 @@ def _first_follow(rules: list, terminals: set) -> tuple[dict, dict, set]:
     return first, follow, nullable
 
 
-def _lexing_differs(rules: list, dfas: dict, budget: int) -> str | None:
-    """Why maximal munch may lex differently from scannerless parsing (None: it cannot)."""
-    for name, dfa in dfas.items():
-        if dfa.final[0]:
-            return f"terminal {name} matches the empty string"
+def _lexing_differs(rules: list, dfas: dict, budget: int) -> tuple[str | None, set, set]:
+    """Why maximal munch may lex differently from scannerless parsing (None: it
+    cannot), with the terminals involved: those that complete where the lexer
+    would not stop, and those that continue there."""
+    empty = {name for name, dfa in dfas.items() if dfa.final[0]}
+    if empty:
+        return f"terminal {_engine_name(min(empty))} matches the empty string", empty, set()
     first, follow, nullable = _first_follow(rules, set(dfas))
     start_bytes = {t: set(np.flatnonzero(d.delta[0] >= 0).tolist()) for t, d in dfas.items()}
     after = {
@@ -176,18 +244,24 @@ def _lexing_differs(rules: list, dfas: dict, budget: int) -> str | None:
     }
     todo = [frozenset(first["start"])]
     contexts, spent = set(todo), 0
+    found: str | None = None
+    complete: set = set()
+    continuing: set = set()
     while todo:  # contexts: the terminals the parser may allow where a lexeme starts
         ctx = todo.pop()
-        reason, explored, ends = _product(sorted(ctx), dfas, after, budget - spent)
-        if reason:
-            return reason
+        reason, explored, ends, clash = _product(sorted(ctx), dfas, after, budget - spent)
+        found = found or reason
+        complete |= clash[0]
+        continuing |= clash[1]
         spent += explored
+        if spent >= budget:
+            return found, complete, continuing
         for done in ends:  # a lexeme matching the terminals `done` ends: what may follow
             nxt = frozenset(u for t in done for u in follow.get(t, ()) if u is not None)
             if nxt and nxt not in contexts:
                 contexts.add(nxt)
                 todo.append(nxt)
-    return None
+    return found, complete, continuing
 
 
 def _arc_lists(dfa) -> list:
@@ -199,13 +273,17 @@ def _arc_lists(dfa) -> list:
     return out
 
 
-def _product(ctx: list, dfas: dict, after: dict, budget: int) -> tuple[str | None, int, set]:
+def _product(ctx: list, dfas: dict, after: dict, budget: int) -> tuple[str | None, int, set, tuple]:
     """Explore the lexer automaton of the terminals `ctx`; a state where terminal `A`
     is complete and some byte both continues a lexeme and may start what follows `A`
-    is a difference. Returns `(reason, states explored, the sets of terminals that
-    complete together)`."""
+    is a difference. Returns `(the first difference's reason, states explored, the
+    sets of terminals that complete together, (terminals completing, terminals
+    continuing) at every difference)`; the budget ends the exploration."""
     start = frozenset((t, 0) for t in ctx)
     seen, todo, ends = {start}, [start], set()
+    reason: str | None = None
+    complete: set = set()
+    continuing: set = set()
     arcs = {t: _arc_lists(dfas[t]) for t in ctx}
     while todo:
         state = todo.pop()
@@ -222,20 +300,21 @@ def _product(ctx: list, dfas: dict, after: dict, budget: int) -> tuple[str | Non
         for t in done:
             clash = after[t].intersection(moves)
             if clash:
-                return (
-                    f"terminal {t} may be followed by a terminal starting with byte "
+                complete.add(t)
+                continuing.update(u for b in clash for u, _ in moves[b])
+                reason = reason or (
+                    f"terminal {_engine_name(t)} may be followed by a terminal starting with byte "
                     f"{min(clash):#04x}, which also continues a lexeme (maximal munch "
-                    "would not stop there)",
-                    len(seen),
-                    ends,
+                    "would not stop there)"
                 )
         for nxt in map(frozenset, moves.values()):
             if nxt not in seen:
                 if len(seen) >= budget:
-                    return "the lexing check ran out of its state budget", len(seen), ends
+                    reason = reason or "the lexing check ran out of its state budget"
+                    return reason, len(seen), ends, (complete, continuing)
                 seen.add(nxt)
                 todo.append(nxt)
-    return None, len(seen), ends
+    return reason, len(seen), ends, (complete, continuing)
 
 
 __all__ = ["CHECK_BUDGET", "EngineLark", "engine_lark"]
