@@ -114,3 +114,15 @@ async def test_weighted_grammars_keep_the_weights_of_the_splits_they_keep():
     assert await w.complete(list(b"a#b")) == float("-inf")  # the comment took the "b"
     plain, split = await w.complete(list(b"ab")), await w.complete(list(b"a#\nb"))
     assert plain > split > float("-inf")
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+async def test_the_default_coercion_keeps_the_language(llm, pieces, name):
+    """Whether or not the engine serves the grammar, the default coercion gives Lark's
+    verdicts (the engine is used only where its lexing provably agrees)."""
+    grammar, alphabet, _ = GRAMMARS[name]
+    parser = lark.Lark(grammar, parser="earley", lexer="dynamic_complete")
+    coerced = BoolCFG.from_lark(grammar).coerce(llm, f=b"".join)
+    for text in _texts(alphabet, 3, seed=1)[:120]:
+        tokens = [pieces[bytes([b])] for b in text.encode()]
+        assert (await coerced.complete(tokens) == 0) == _reference(parser, text), text

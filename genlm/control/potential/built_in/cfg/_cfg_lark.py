@@ -251,6 +251,30 @@ def ignore_stop_bytes(pattern: str) -> frozenset:
     return _lead_bytes(last[3][1])
 
 
+def ignore_blocks_are_plain(g: LarkGrammar) -> bool:
+    """Whether a run of ignored terminals read as `ignore_stop_bytes` has it is any
+    string of `(i₁|…|i_k)+`, the engine's reading of a run: true when no ignored
+    terminal may start with a byte that another one's repeat forbids after it, and
+    each one that may follow itself absorbs its own repeats (`N N` is a string of
+    `N`, as for `/[ ]+/` or `/#[^\\n]*/`)."""
+    for n in g.ignores:
+        banned = ignore_stop_bytes(g.patterns[n])
+        if not banned:
+            continue
+        for m in g.ignores:
+            firsts = set(np.flatnonzero(g.terminals[m].delta[0] >= 0).tolist())
+            if firsts & banned and (m != n or not _absorbs_itself(g.patterns[n])):
+                return False
+    return True
+
+
+def _absorbs_itself(pattern: str) -> bool:
+    tree = parse_regex(pattern)
+    items = tree[1] if tree[0] == "cat" else [tree]
+    repeat = items[-1][3][1]
+    return all(all(any(a <= x and y <= b for a, b in repeat) for x, y in it[1]) for it in items[:-1])
+
+
 # UTF-8 lead bytes and the code points they start; 0xED's block holds the surrogates,
 # which have no encoding.
 _LEADS = (

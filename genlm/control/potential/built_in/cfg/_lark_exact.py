@@ -37,7 +37,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from genlm.control.potential.built_in.cfg._cfg_lark import LarkGrammar
+from genlm.control.potential.built_in.cfg._cfg_lark import (
+    LarkGrammar,
+    ignore_blocks_are_plain,
+    ignore_stop_bytes,
+)
 from genlm.control.potential.built_in.cfg._lark_lower import (
     MAX_LOWERED_STATES,
     ByteClass,
@@ -83,7 +87,14 @@ def engine_lark(g: LarkGrammar, budget: int = CHECK_BUDGET) -> EngineLark:
         return EngineLark(None, f"terminal {missing[0]} has no exact engine regex")
     rules = _rules(g, names)
     dfas = {y: base[_engine_name(y)] for _, body in rules for y in body if _is_terminal(y)}
-    rules, reason = _lower_until_exact(rules, dfas, terms, budget)
+    # An %ignore that runs to the end of its repeat (see `ignore_stop_bytes`) is the
+    # engine's maximal munch only while it stays one lexeme: lowered to one-byte rules
+    # it could end anywhere, a larger language than ours.
+    greedy = any(ignore_stop_bytes(g.patterns[t]) for t in g.ignores)
+    if greedy and not ignore_blocks_are_plain(g):
+        return EngineLark(None, "a run of %ignore terminals is not one engine lexeme: one may begin "
+                          "with a byte that another's repeat forbids after it")
+    rules, reason = _lower_until_exact(rules, dfas, terms, budget, greedy)
     if reason is not None:  # the user's terminal names
         back = {n: repr(t) for t, n in names.items()} | {IGNORE: "%ignore"}
         reason = re.sub(
@@ -104,7 +115,9 @@ def _engine_name(y: str) -> str:
     return IGNORE if y.startswith(IGNORE) else y.split("_")[0]
 
 
-def _lower_until_exact(rules: list, dfas: dict, terms: dict, budget: int) -> tuple[list, str | None]:
+def _lower_until_exact(
+    rules: list, dfas: dict, terms: dict, budget: int, keep_ignore: bool = False
+) -> tuple[list, str | None]:
     """Check the lexing rule; while it fails on terminals that can be lowered (see
     `_lark_lower`), lower them and check again. Returns the engine's rules (with
     `dfas` and `terms` updated to its terminals) and why the lexing may still
@@ -119,6 +132,9 @@ def _lower_until_exact(rules: list, dfas: dict, terms: dict, budget: int) -> tup
             culprits = {t for t in complete if not isinstance(dfas[t], ByteClass)}
         if not culprits:
             return rules, reason
+        kept = [t for t in sorted(culprits) if keep_ignore and _engine_name(t) == IGNORE]
+        if kept:
+            return rules, f"{reason}; an %ignore that runs to the end of its repeat is not lowered"
         stuck = [t for t in sorted(culprits) if not _can_lower(t, dfas, lowering)]
         if stuck:
             why = "reads non-ASCII bytes" if not lowerable(dfas[stuck[0]]) else "is over the lowering budget"
