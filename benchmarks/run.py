@@ -2,6 +2,7 @@
 
     python benchmarks/run.py                     # every workload, 5 repeats
     python benchmarks/run.py --repeats 9 --only unconstrained,regex
+    python benchmarks/run.py --backend vllm      # ms per step on vLLM beside HF (vllm_steps.py)
 
 Prints a markdown table and writes the raw timings to
 benchmarks/results/latest.json. Each workload and its floor (plain batched
@@ -139,7 +140,13 @@ async def main() -> None:
         help="leave the objects loaded before timing to the cyclic collector (see docs/performance.md)",
     )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest.json"))
+    ap.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="vllm: the step table of vllm_steps.py")
     args = ap.parse_args()
+    if args.backend == "vllm":
+        from vllm_steps import run, table
+
+        print(table(await run(args.repeats)))
+        return
     names = set(args.only.split(","))
     unknown = names - set(ALL)
     if unknown:

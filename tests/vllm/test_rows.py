@@ -29,7 +29,8 @@ def hf(vllm):
 
 
 def random_contexts(llm, rng, n, longest=40):
-    return [list(rng.choice(llm.vocab, size=int(rng.integers(0, longest)))) for _ in range(n)]
+    picks = [rng.integers(len(llm.vocab), size=int(rng.integers(0, longest))) for _ in range(n)]
+    return [[llm.vocab[int(i)] for i in ids] for ids in picks]
 
 
 def assert_rows_equal(got, want):
@@ -170,3 +171,16 @@ def test_unknown_model_offline_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotAvailableError, match="not available offline"):
         PromptedLLM.from_name("nobody-here/no-such-model", backend="vllm")
+
+
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        ({"tensor_parallel_size": 2}, "tensor_parallel_size=2: the vLLM backend reads each row"),
+        ({"pipeline_parallel_size": 2}, "pipeline_parallel_size=2"),
+        ({"distributed_executor_backend": "ray"}, "distributed_executor_backend='ray'"),
+    ],
+)
+def test_engines_with_workers_elsewhere_are_a_clear_error(opts, message):
+    with pytest.raises(ValueError, match=message):
+        PromptedLLM.from_name(EMBEDDED_MODEL, backend="vllm", **opts)

@@ -135,19 +135,20 @@ class VLLMBackend(AsyncLM):
                 async scheduling off unless set here.
 
         Raises:
-            ValueError: the tokenizer has more tokens than the model's vocabulary
-                (checked before the engine starts); any option vLLM rejects.
+            ValueError: the tokenizer has more tokens than the model's vocabulary, or
+                options that put the workers in other processes (a parallel size
+                above 1); both checked before the engine starts; any option vLLM rejects.
             TypeError: an option `EngineArgs` does not have.
         """
         # In-process engine (the rows are its tensors), on the V1 model runner (the
         # runner that takes V1 logits processors).
+        opts = {**(engine_opts or {}), **kwargs}
+        opts.pop("model", None)
+        check_one_process(opts)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
         from transformers import AutoConfig, AutoTokenizer
         from vllm import EngineArgs, LLMEngine
-
-        opts = {**(engine_opts or {}), **kwargs}
-        opts.pop("model", None)
         tokenizer_name = opts.get("tokenizer") or model_name
         trust = bool(opts.get("trust_remote_code", False))
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_name, trust_remote_code=trust)
@@ -333,6 +334,26 @@ def _unscannable(name: str, module: Any) -> bool:
     return False
 
 
+def check_one_process(opts: dict) -> None:
+    """The rows are read in the engine's own process: no engine whose workers run elsewhere.
+
+    Raises:
+        ValueError: a parallel size above 1, or an executor other than "uni".
+    """
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if opts.get(key, 1) not in (None, 1):
+            raise ValueError(
+                f"{key}={opts[key]!r}: the vLLM backend reads each row in the engine's own "
+                "process, so it runs one engine on one device (the size must be 1)"
+            )
+    backend = opts.get("distributed_executor_backend")
+    if backend not in (None, "uni"):
+        raise ValueError(
+            f"distributed_executor_backend={backend!r}: the vLLM backend runs its engine in "
+            "this process (use 'uni' or leave it unset)"
+        )
+
+
 def check_vocabulary(n_tokens: int, vocab_size: int | None, tokenizer: str, model: str) -> None:
     """A tokenizer must not have more tokens than the model has logits.
 
@@ -353,4 +374,4 @@ def vllm_importable() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-__all__ = ["ROW_KEY", "VLLMBackend", "check_vocabulary", "vllm_importable"]
+__all__ = ["ROW_KEY", "VLLMBackend", "check_one_process", "check_vocabulary", "vllm_importable"]
