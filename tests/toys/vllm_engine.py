@@ -1,4 +1,4 @@
-"""A small vLLM engine over the embedded model, for the tests in tests/vllm.
+"""A small vLLM engine over the embedded model, for the tests in tests/vllm_backend.
 
 The engine runs in the test process: float32, eager, `max_model_len=256`, 32-token
 prefix-cache blocks, 1 GiB of CPU KV cache (`VLLM_CPU_KVCACHE_SPACE`).
@@ -6,14 +6,15 @@ prefix-cache blocks, 1 GiB of CPU KV cache (`VLLM_CPU_KVCACHE_SPACE`).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
-HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+from genlm.control.potential.built_in.lm._llm_loading import _vllm_importable  # noqa: E402
+
+HAVE_VLLM = _vllm_importable()
 #: Engine options of every test engine.
 ENGINE_OPTS = {"dtype": "float32", "enforce_eager": True, "max_model_len": 256, "block_size": 32}
 

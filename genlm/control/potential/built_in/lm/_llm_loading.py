@@ -159,7 +159,10 @@ def _cache_dir(kwargs: dict) -> str | None:
 
 
 def _vllm_importable() -> bool:
-    return importlib.util.find_spec("vllm") is not None
+    """Whether the vllm package is installed (a bare `vllm` folder on the path, a
+    namespace package, is not it)."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None
 
 
 def _vllm_usable() -> bool:

@@ -367,11 +367,4 @@ def check_vocabulary(n_tokens: int, vocab_size: int | None, tokenizer: str, mode
         )
 
 
-def vllm_importable() -> bool:
-    """Whether the `vllm` package can be found (without importing it)."""
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None
-
-
-__all__ = ["ROW_KEY", "VLLMBackend", "check_one_process", "check_vocabulary", "vllm_importable"]
+__all__ = ["ROW_KEY", "VLLMBackend", "check_one_process", "check_vocabulary"]

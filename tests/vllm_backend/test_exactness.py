@@ -14,6 +14,7 @@ import asyncio
 import importlib.util
 import math
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ def _load_exactness():
     path = Path(__file__).resolve().parent.parent / "sampler" / "test_exactness_llm.py"
     spec = importlib.util.spec_from_file_location("exactness_llm_machinery", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
