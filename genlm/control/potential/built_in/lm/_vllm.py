@@ -130,7 +130,7 @@ class VLLMBackend(AsyncLM):
 
         Args:
             engine_opts: `vllm.EngineArgs` fields (e.g. `max_model_len`, `dtype`,
-                `gpu_memory_utilization`, `enable_lora`, `tensor_parallel_size`);
+                `gpu_memory_utilization`, `enable_lora`, `block_size`);
                 keyword arguments are merged into them. Prefix caching is on and
                 async scheduling off unless set here.
 
@@ -140,15 +140,16 @@ class VLLMBackend(AsyncLM):
                 above 1); both checked before the engine starts; any option vLLM rejects.
             TypeError: an option `EngineArgs` does not have.
         """
-        # In-process engine (the rows are its tensors), on the V1 model runner (the
-        # runner that takes V1 logits processors).
         opts = {**(engine_opts or {}), **kwargs}
         opts.pop("model", None)
         check_one_process(opts)
+        # In-process engine (the rows are its tensors), on the V1 model runner (the
+        # runner that takes V1 logits processors).
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
         from transformers import AutoConfig, AutoTokenizer
         from vllm import EngineArgs, LLMEngine
+
         tokenizer_name = opts.get("tokenizer") or model_name
         trust = bool(opts.get("trust_remote_code", False))
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_name, trust_remote_code=trust)
