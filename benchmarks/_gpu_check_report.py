@@ -63,8 +63,21 @@ def markdown(report: dict) -> str:
             status = f"error: {row.get('error', '')}"
         cells = [_cell(k, row.get(k)) if k != "status" else _cell(k, status) for _, k in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _vllm_lines(report.get("vllm"))
     lines += ["", f"Total: {report['seconds']:.1f} s.", ""]
     return "\n".join(lines)
+
+
+def _vllm_lines(section: dict | None) -> list[str]:
+    """The vLLM backend beside HF (`vllm_steps.py`), or why it was not measured."""
+    if section is None:
+        return []
+    lines = ["", "## The vLLM backend beside HF", ""]
+    if section.get("status") != "ok":
+        return lines + [f"{section.get('status')}: {section.get('error', '')}".rstrip(": ")]
+    from vllm_steps import table
+
+    return lines + [table(section["rows"])]
 
 
 def write_report(out: Path, report: dict) -> None:

@@ -20,7 +20,10 @@ and the environment). On CUDA:
     one warm-up run of each;
 (c) host syncs per SMC step: one extra SMC run under
     `torch.cuda.set_sync_debug_mode("warn")`, its synchronising-operation warnings
-    counted and divided by its steps.
+    counted and divided by its steps;
+(d) where the vllm package is importable, the vLLM backend beside HF on the embedded
+    model (`vllm_steps.py`: ms per step, and the share outside vLLM's own calls);
+    recorded as skipped elsewhere and in the CPU smoke mode.
 
 No measurement starts after `--budget` seconds (default 360, so that a run stays
 within 8 minutes); the rows left are recorded as skipped. The CPU smoke mode uses the embedded model and a tiny Llama-shaped model, N = 4, 8
@@ -263,6 +266,24 @@ async def benchmark(device: str, smoke: bool, repeats: int, deadline: float) -> 
     return rows
 
 
+def vllm_section(smoke: bool, repeats: int, deadline: float) -> dict:
+    """The vLLM backend beside HF on the embedded model (`vllm_steps.py`), on CUDA
+    where the vllm package is importable; a skipped status elsewhere."""
+    import importlib.util
+
+    if smoke or not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None:
+        return {"status": "skipped (needs CUDA and the vllm package)"}
+    if time.perf_counter() > deadline:
+        return {"status": "skipped: over the time budget"}
+    try:
+        from vllm_steps import run
+
+        return {"status": "ok", "rows": asyncio.run(run(repeats))}
+    except Exception as exc:  # recorded; the report is still written
+        traceback.print_exc()
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     smoke = args.cpu_smoke or not torch.cuda.is_available()
@@ -273,6 +294,7 @@ def main(argv=None) -> int:
     report = {"mode": "cpu-smoke" if smoke else "cuda", "environment": environment(device)}
     report["gpu_tests"] = {"status": "skipped (no CUDA run)"} if smoke else run_gpu_tests(args.test_timeout)
     report["rows"] = asyncio.run(benchmark(device, smoke, repeats, t0 + args.budget))
+    report["vllm"] = vllm_section(smoke, repeats, t0 + args.budget)
     report["seconds"] = time.perf_counter() - t0
     write_report(args.out, report)
     print(f"wrote {args.out / 'gpu_check.md'} and {args.out / 'gpu_check.json'} in {report['seconds']:.1f} s")

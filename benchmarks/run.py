@@ -3,6 +3,7 @@
     python benchmarks/run.py                     # every workload, 5 repeats
     python benchmarks/run.py --repeats 9 --only unconstrained,regex
     python benchmarks/run.py --only structured --structured-ref 041.json   # see structured.py
+    python benchmarks/run.py --backend vllm      # ms per step on vLLM beside HF (vllm_steps.py)
 
 Prints a markdown table and writes the raw timings to
 benchmarks/results/latest.json. Each workload and its floor (plain batched
@@ -157,7 +158,13 @@ async def main() -> None:
     )
     ap.add_argument("--structured-ref", default=None, help="structured.py --out JSON from 0.4.1")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest.json"))
+    ap.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="vllm: the step table of vllm_steps.py")
     args = ap.parse_args()
+    if args.backend == "vllm":
+        from vllm_steps import run, table
+
+        print(table(await run(args.repeats)))
+        return
     names = set(args.only.split(","))
     unknown = names - set(ALL)
     if unknown:

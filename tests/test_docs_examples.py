@@ -5,6 +5,7 @@ from a temporary working directory. The HTML comment on the line before a block
 changes that:
 
 - `<!-- gpu-only -->`: the block runs only where CUDA and vLLM are available;
+- `<!-- vllm -->`: the block runs only where the vllm package is importable (CPU or GPU);
 - `<!-- script -->`: the block is written to a file and run by a new interpreter
   (for code that starts worker processes, which must import its definitions);
 - `<!-- no-test -->`: a fragment that is not run.
@@ -29,7 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"(?:<!--\s*([\w-]+)\s*-->\s*\n)?```(\w*)\n(.*?)\n```", re.S)
-MARKS = {None, "gpu-only", "script", "no-test"}
+MARKS = {None, "gpu-only", "vllm", "script", "no-test"}
 
 
 class Block(NamedTuple):
@@ -73,6 +74,8 @@ def test_python_block(block, tmp_path, monkeypatch):
         torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
     ):
         pytest.skip("needs CUDA and vllm")
+    if block.mark == "vllm" and importlib.util.find_spec("vllm") is None:
+        pytest.skip("needs the vllm package (CI runs it in the vLLM environment)")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     if block.mark == "script":

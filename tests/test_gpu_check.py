@@ -54,6 +54,7 @@ def test_json_has_environment_and_skipped_gpu_tests(smoke):
     assert {"torch", "transformers", "cuda", "device", "device_name"} <= set(env)
     assert env["device"] == "cpu"
     assert report["gpu_tests"]["status"].startswith("skipped")
+    assert report["vllm"] == {"status": "skipped (needs CUDA and the vllm package)"}
     assert math.isfinite(report["seconds"]) and report["seconds"] > 0
 
 
@@ -93,6 +94,7 @@ def test_markdown_table_has_the_columns_and_one_line_per_row(smoke):
         assert float(cells[4]) == pytest.approx(row["floor_ms_per_step"], abs=0.006)
         assert cells[6] == f"**{row['ratio']:.2f}×**"
         assert cells[8] == "n/a"
+    assert "## The vLLM backend beside HF\n\nskipped (needs CUDA and the vllm package)" in md
 
 
 def test_byte_level_tokenizer_has_the_model_size_and_round_trips(benchmarks):

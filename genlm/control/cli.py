@@ -326,6 +326,7 @@ def _quiet_backends() -> None:
     deprecation notices from the model libraries."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         from transformers.utils import logging as hf_logging
 
@@ -357,6 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         written; 2 for bad input (one line on stderr); 130 when interrupted.
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is the result's
     args = build_parser().parse_args(argv)
     try:
         # Every argument and the constraint are checked before the model libraries

@@ -231,10 +231,8 @@ async def test_lora_unknown_or_unsupported_is_a_clear_error(tokenizer):
 
 def test_from_name_vllm_builds_the_adapter_over_the_engine(tokenizer, monkeypatch):
     """`from_name(..., backend="vllm")` hands the name and `engine_opts` to
-    `AsyncVirtualLM.from_name` and wraps what it returns (CUDA and vllm faked present)."""
-    from genlm.backend import llm as backend_llm
-
-    from genlm.control.potential.built_in.lm import _llm_loading
+    `VLLMBackend.from_name` and wraps what it returns (the vllm package faked present)."""
+    from genlm.control.potential.built_in.lm import _llm_loading, _vllm
 
     seen = {}
 
@@ -242,8 +240,8 @@ def test_from_name_vllm_builds_the_adapter_over_the_engine(tokenizer, monkeypatc
         seen.update(name=name, **kwargs)
         return StandInVirtualLM(tokenizer, dtype=torch.bfloat16)
 
-    monkeypatch.setattr(_llm_loading, "_vllm_usable", lambda: True)
-    monkeypatch.setattr(backend_llm.AsyncVirtualLM, "from_name", staticmethod(fake_from_name), raising=False)
+    monkeypatch.setattr(_llm_loading, "_vllm_importable", lambda: True)
+    monkeypatch.setattr(_vllm.VLLMBackend, "from_name", staticmethod(fake_from_name))
     llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="vllm", engine_opts={"gpu_memory_utilization": 0.3})
     assert isinstance(llm.model, StandInVirtualLM)
     assert seen == {"name": resolve(EMBEDDED_MODEL), "engine_opts": {"gpu_memory_utilization": 0.3}}

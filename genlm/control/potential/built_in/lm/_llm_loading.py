@@ -35,7 +35,7 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
         ValueError: unknown backend, empty name.
         ModelNotAvailableError (an OSError and a ValueError): a model that is not found
             locally and cannot be downloaded; raised before transformers is called.
-        ImportError: vLLM without CUDA or without the `vllm` package.
+        ImportError: `backend="vllm"` without the `vllm` package.
     """
     name = check_name(name)
     llm_opts = kwargs.pop("llm_opts", None)
@@ -50,13 +50,12 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
         raise ValueError(f"unknown backend {backend!r}: choose one of {list(BACKENDS)}")
     path = resolve(name)
     require_available(name, path, _cache_dir(kwargs))
-    if backend == "vllm" and not _vllm_usable():
+    if backend == "vllm" and not _vllm_importable():
         raise ImportError(
-            "the vLLM backend needs CUDA and the vllm package "
-            "(`pip install \"genlm-control[vllm]\"`, which installs genlm-backend[vllm]); "
-            "use backend='hf' on CPU"
+            "the vLLM backend needs the vllm package: `pip install \"genlm-control[vllm]\"` "
+            "on CUDA, or the CPU build (see docs/vllm.md); or use backend='hf'"
         )
-    from genlm.backend.llm import AsyncVirtualLM, MockAsyncLM
+    from genlm.backend.llm import MockAsyncLM
 
     try:
         if backend == "hf":
@@ -65,7 +64,9 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
             return CachedTransformer.from_name(path, **kwargs)
         if backend == "mock":
             return MockAsyncLM.from_name(path, **kwargs)
-        return AsyncVirtualLM.from_name(path, **kwargs)  # pragma: no cover - needs CUDA
+        from genlm.control.potential.built_in.lm._vllm import VLLMBackend
+
+        return VLLMBackend.from_name(path, **kwargs)
     except (OSError, ValueError) as exc:
         if os.path.isdir(path):
             raise
@@ -157,12 +158,25 @@ def _cache_dir(kwargs: dict) -> str | None:
     return kwargs.get("cache_dir") or opts.get("cache_dir")
 
 
+def _vllm_importable() -> bool:
+    """Whether the vllm package is installed (a bare `vllm` folder on the path, a
+    namespace package, is not it)."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None
+
+
 def _vllm_usable() -> bool:
-    return torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    """Whether the default backend is vLLM: CUDA and the vllm package."""
+    return torch.cuda.is_available() and _vllm_importable()
 
 
 def _max_positions(model: Any) -> int | None:
-    """The longest sequence a Hugging Face model can read (None when unknown)."""
+    """The longest sequence a model can read (None when unknown): a vLLM engine's
+    `max_model_len - 1` (one position is kept for the token it samples), else the
+    Hugging Face config's position count."""
+    engine_len = getattr(model, "max_model_len", None)
+    if isinstance(engine_len, int) and engine_len > 1:
+        return engine_len - 1
     config = getattr(getattr(model, "model", None), "config", None)
     for name in ("n_positions", "max_position_embeddings"):
         value = getattr(config, name, None)

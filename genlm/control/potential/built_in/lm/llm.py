@@ -133,7 +133,7 @@ class PromptedLLM(Potential, HeldByRuns):
             ModelNotAvailableError (an OSError and a ValueError): a model that is not
                 found locally and cannot be downloaded (offline, or no network); it is
                 raised at once, before transformers is called.
-            ImportError: vLLM without CUDA or without the vllm package.
+            ImportError: backend="vllm" without the vllm package.
         """
         eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens, stacklevel=3)
         check_temperature(temperature)

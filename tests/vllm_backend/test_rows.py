@@ -1,0 +1,187 @@
+"""The vLLM backend's rows against the HF backend's, its batching, errors and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+from toys.vllm_engine import vllm_llm
+
+from genlm.control import PromptedLLM, direct_token_sampler
+from genlm.control.draw import counting_readbacks
+from genlm.control.embedded import EMBEDDED_MODEL
+
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def vllm():
+    llm = vllm_llm("The value is")
+    yield llm
+    llm.model.close()
+
+
+@pytest.fixture(scope="module")
+def hf(vllm):
+    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf", prompt_ids=vllm.prompt_ids)
+
+
+def random_contexts(llm, rng, n, longest=40):
+    picks = [rng.integers(len(llm.vocab), size=int(rng.integers(0, longest))) for _ in range(n)]
+    return [[llm.vocab[int(i)] for i in ids] for ids in picks]
+
+
+def assert_rows_equal(got, want):
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g.weights), np.asarray(w.weights), atol=ATOL, rtol=0)
+
+
+async def test_backend_is_ours_with_rows_on_the_engine_device(vllm):
+    from genlm.control.potential.built_in.lm._vllm import VLLMBackend
+
+    assert isinstance(vllm.model, VLLMBackend)
+    rows = await vllm.model.batch_next_token_logprobs([[1, 2, 3], [4]])
+    assert rows.dtype == torch.float32 and rows.shape[0] == 2
+    assert rows.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    np.testing.assert_allclose(torch.logsumexp(rows, dim=-1).cpu().numpy(), 0.0, atol=1e-5)
+
+
+async def test_rows_equal_hf_at_random_contexts(vllm, hf):
+    rng = np.random.default_rng(0)
+    contexts = random_contexts(vllm, rng, 24)
+    got, want = await asyncio.gather(vllm.batch_logw_next(contexts), hf.batch_logw_next(contexts))
+    assert_rows_equal(got, want)
+
+
+async def test_rows_equal_hf_after_fork_like_reuse(vllm, hf):
+    """Resampling copies particles: the batch repeats contexts and extends shared
+    prefixes (vLLM's prefix cache serves the shared blocks)."""
+    rng = np.random.default_rng(1)
+    base = random_contexts(vllm, rng, 4, longest=60)
+    for _ in range(3):
+        parents = [base[int(i)] for i in rng.integers(0, len(base), size=8)]
+        base = [p + [vllm.vocab[int(rng.integers(len(vllm.vocab)))]] for p in parents]
+        got, want = await asyncio.gather(vllm.batch_logw_next(base), hf.batch_logw_next(base))
+        assert_rows_equal(got, want)
+
+
+async def test_several_prompts_share_one_engine_batch(vllm, hf):
+    prompts = ["The module", "A list of", "x = 1\n"]
+    llms = [vllm.spawn(prompt_ids=vllm.model.tokenizer.encode(p)) for p in prompts]
+    refs = [hf.spawn(prompt_ids=p.prompt_ids) for p in llms]
+    ctx = vllm.tokenize(" value")
+    calls = []
+    evaluate = vllm.model.evaluate
+    vllm.model.evaluate = lambda wanted: calls.append(len(wanted)) or evaluate(wanted)
+    try:
+        got = await asyncio.gather(*(p.logw_next(ctx) for p in llms))
+    finally:
+        del vllm.model.evaluate
+    assert calls == [3]  # one batch of requests for the three prompts' queries
+    want = [await r.logw_next(ctx) for r in refs]
+    assert_rows_equal(got, want)
+    # each prompt's row is its own: the prompts' rows differ
+    assert np.abs(np.asarray(got[0].weights) - np.asarray(got[1].weights)).max() > 1e-2
+
+
+async def test_sync_queries_equal_async_ones(vllm):
+    ids = vllm.prompt_ids + [5, 9]
+    a = vllm.model.next_token_logprobs_sync(ids)
+    b = await vllm.model.next_token_logprobs(ids)
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+async def test_direct_sampler_step_reads_back_once(vllm):
+    device = PromptedLLM(vllm.model, prompt_ids=vllm.prompt_ids, rows="device")
+    sampler = direct_token_sampler(device)
+    for n in (2, 16):
+        contexts = [[] for _ in range(n)]
+        await sampler.batch_sample(contexts, [np.random.default_rng(0)] * n)
+        with counting_readbacks() as count:
+            await sampler.batch_sample(contexts, [np.random.default_rng(k) for k in range(n)])
+        assert count.value == 1
+
+
+async def test_prompt_longer_than_max_model_len_is_a_clear_error(vllm):
+    long = vllm.spawn(prompt_ids=[5] * 300)
+    with pytest.raises(ValueError, match=r"300 tokens, over the model's limit of 255 positions"):
+        await long.logw_next([])
+    with pytest.raises(ValueError, match=r"query of 300 tokens .* max_model_len=256"):
+        await vllm.model.next_token_logprobs([5] * 300)
+    assert (await vllm.model.next_token_logprobs([5] * 255)).shape[0] >= len(vllm.vocab)
+
+
+async def test_lora_without_lora_engine_is_a_clear_error(vllm):
+    with pytest.raises(ValueError, match="started without LoRA.*enable_lora"):
+        vllm.model.add_new_lora("/nonexistent", "a")
+    asking = PromptedLLM(vllm.model, prompt_ids=vllm.prompt_ids, lora_name="missing")
+    with pytest.raises(ValueError, match="LoRA adapter 'missing' is not available on VLLMBackend"):
+        await asking.logw_next([])
+
+
+async def test_a_failing_step_aborts_its_requests_and_the_engine_stays_usable(vllm, hf):
+    engine = vllm.model.engine
+    engine.step = lambda: (_ for _ in ()).throw(RuntimeError("step failed"))
+    try:
+        with pytest.raises(RuntimeError, match="step failed"):
+            await vllm.batch_logw_next([[vllm.vocab[3]], [vllm.vocab[4]]])
+    finally:
+        del engine.step
+    assert not engine.has_unfinished_requests()
+    ctx = [vllm.vocab[3]]
+    assert_rows_equal([await vllm.logw_next(ctx)], [await hf.logw_next(ctx)])
+
+
+async def test_cancelled_runs_leave_the_engine_usable(vllm, hf):
+    sampler = direct_token_sampler(vllm)
+    for passes in (1, 3, 10):
+        task = asyncio.ensure_future(sampler.smc(n_particles=8, ess_threshold=0.5, max_tokens=40, seed=1))
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not vllm.model.engine.has_unfinished_requests()
+        assert not vllm.model._sink
+    rng = np.random.default_rng(2)
+    contexts = random_contexts(vllm, rng, 6)
+    assert_rows_equal(await vllm.batch_logw_next(contexts), await hf.batch_logw_next(contexts))
+    seqs = await sampler.smc(n_particles=4, ess_threshold=0.5, max_tokens=3, seed=0)
+    assert len(seqs.contexts) == 4
+
+
+def test_vocabulary_mismatch_is_a_clear_error(tmp_path):
+    """A tokenizer with more tokens than the model's logits fails before an engine starts."""
+    from transformers import AutoTokenizer
+
+    from genlm.control.embedded import model_path
+
+    tok = AutoTokenizer.from_pretrained(model_path())
+    tok.add_tokens([f"<extra_{i}>" for i in range(8)])
+    tok.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"has 4104 tokens but the model .* vocabulary of 4096: they do not match"):
+        PromptedLLM.from_name(EMBEDDED_MODEL, backend="vllm", tokenizer=str(tmp_path))
+
+
+def test_unknown_model_offline_is_a_clear_error(monkeypatch):
+    from genlm.control.potential.built_in.lm._llm_loading import ModelNotAvailableError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotAvailableError, match="not available offline"):
+        PromptedLLM.from_name("nobody-here/no-such-model", backend="vllm")
+
+
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        ({"tensor_parallel_size": 2}, "tensor_parallel_size=2: the vLLM backend reads each row"),
+        ({"pipeline_parallel_size": 2}, "pipeline_parallel_size=2"),
+        ({"distributed_executor_backend": "ray"}, "distributed_executor_backend='ray'"),
+    ],
+)
+def test_engines_with_workers_elsewhere_are_a_clear_error(opts, message):
+    with pytest.raises(ValueError, match=message):
+        PromptedLLM.from_name(EMBEDDED_MODEL, backend="vllm", **opts)
