@@ -73,10 +73,18 @@ def _multiple_of(validator, d, instance, schema):
         yield ValidationError(f"{instance!r} is not a multiple of {d}")
 
 
+def search(pattern: str, text: str) -> bool:
+    """`re.search(pattern, text, re.ASCII)`: jsonschema's reading of `pattern`, with
+    the ASCII classes the recognizer uses. Only patterns the byte automaton does not
+    express (lookarounds, anchors inside, over `MAX_PATTERN_SIZE`) are read here
+    alone; `re` backtracks, so such a pattern costs what it costs in any validator."""
+    return re.search(pattern, text, re.ASCII) is not None
+
+
 def _pattern(validator, pattern, instance, schema):
     from jsonschema.exceptions import ValidationError
 
-    if validator.is_type(instance, "string") and not re.search(pattern, instance, re.ASCII):
+    if validator.is_type(instance, "string") and not search(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 

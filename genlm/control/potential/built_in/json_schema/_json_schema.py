@@ -81,7 +81,8 @@ class Compiler:
         self.legacy_ref = cls.__name__ in LEGACY_REF
         self.prefix_items = "prefixItems" in self.known
         self.validator = cls(root, registry=no_retrieval_registry(), format_checker=format_checker())
-        self.inlining: list[str] = []
+        self.inlining: list[tuple[str, int]] = []  # refs inlined, with the value depth
+        self.level = 0
         self.refs: dict[str, Node] = {}
         self.pending: list[tuple[Node, Any, str]] = []
         self.unions: list[tuple[Node, list]] = []
@@ -153,11 +154,19 @@ class Compiler:
         flat, refs = self.flatten(keys, where, [])
         if flat is False:
             return self._new(())
-        self.inlining.extend(refs)
+        self.inlining.extend((r, self.level) for r in refs)
         try:
             return self.node(self._made(flat), where)
         finally:
             del self.inlining[len(self.inlining) - len(refs):]
+
+    def child(self, schema: Any, where: str) -> Node:
+        """The node of a property's or an item's schema (one level into the value)."""
+        self.level += 1
+        try:
+            return self.node(schema, where)
+        finally:
+            self.level -= 1
 
     def flatten(self, keys: dict, where: str, chain: list) -> tuple[Any, list]:
         """`keys` with its `$ref` and `allOf` parts merged in (False: no value), and
@@ -182,8 +191,14 @@ class Compiler:
     def _inline(self, part: dict, where: str, chain: list) -> tuple[Any, list]:
         ref = part["$ref"]
         rest = {k: v for k, v in part.items() if k != "$ref"}
-        if ref in self.inlining or ref in chain:
-            self.inexact.add("$ref")  # a cycle: its constraint is checked on the document
+        if ref in chain or (ref, self.level) in self.inlining:
+            raise ValueError(
+                f"$ref {ref!r} at {where} refers back to itself through $refs with sibling "
+                "keywords (or allOf) without entering a property or an item; such a schema "
+                "has no meaning"
+            )
+        if any(r == ref for r, _ in self.inlining):
+            self.inexact.add("$ref")  # a cycle through values: checked on the document
             return self.flatten(rest, where, chain) if "allOf" in rest else (rest, [])
         self.inlined += 1
         if self.inlined > MAX_INLINED or len(chain) > MAX_INLINE_DEPTH:

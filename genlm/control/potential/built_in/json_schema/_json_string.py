@@ -47,8 +47,11 @@ class Pattern:
             ValueError: an invalid pattern, or one whose estimated automaton size
                 (`pattern_size`) exceeds `MAX_PATTERN_SIZE`, checked before building it.
         """
-        body, head, tail = _anchors(pattern, where)
-        full = ("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*")
+        parts = []
+        for alternative in top_alternatives(pattern):
+            body, head, tail = _anchors(_unwrap(alternative), where)
+            parts.append(("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*"))
+        full = parts[0] if len(parts) == 1 else "|".join(f"(?:{p})" for p in parts)
         try:
             initial, finals, arcs = byte_dfa(full)
         except ValueError as e:
@@ -186,6 +189,63 @@ class Pattern:
                     out.add(t)
                     stack.append(t)
         return frozenset(out)
+
+
+def _structure(pattern: str):
+    """`(index, char)` of each group bracket and `|` of `pattern`, outside escapes and
+    character classes."""
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i += 1
+            if pattern[i:i + 1] == "^":
+                i += 1
+            if pattern[i:i + 1] == "]":  # a leading ] is a literal
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif c in "()|":
+            yield i, c
+        i += 1
+
+
+def top_alternatives(pattern: str) -> list[str]:
+    """`pattern` split at its top-level `|`: `re.search(A|B, s)` holds iff
+    `re.search(A, s)` or `re.search(B, s)`, so each alternative keeps its own `^`/`$`."""
+    parts, depth, start = [], 0, 0
+    for i, c in _structure(pattern):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+    return parts + [pattern[start:]]
+
+
+def _unwrap(pattern: str) -> str:
+    """`(X)` or `(?:X)` as `X` when that group spans the whole pattern and `X` is one
+    alternative (its anchors then read as the pattern's)."""
+    if pattern.startswith("(?:"):
+        head = 3
+    elif pattern.startswith("(") and not pattern.startswith("(?"):
+        head = 1
+    else:
+        return pattern
+    depth = 0
+    for i, c in _structure(pattern):
+        depth += (c == "(") - (c == ")")
+        if depth == 0:
+            if i != len(pattern) - 1:
+                return pattern
+            inner = pattern[head:-1]
+            return inner if len(top_alternatives(inner)) == 1 else pattern
+    return pattern
 
 
 def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:

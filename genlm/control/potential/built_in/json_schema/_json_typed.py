@@ -9,6 +9,8 @@ constrain a single value of each type. Read exactly: `type`, bounds, lengths,
 
 - `patternProperties`: a key outside `properties` takes a value of its
   `additionalProperties` or of any pattern's schema;
+- a `pattern` the byte automaton does not express (lookarounds, anchors inside,
+  beyond `MAX_PATTERN_SIZE`): any string;
 - `multipleOf`, `uniqueItems`, `contains`, `minProperties`, `maxProperties`,
   `propertyNames`, `dependentRequired`, `dependentSchemas`, `dependencies`,
   `unevaluatedProperties`, `unevaluatedItems`: not read on prefixes.
@@ -58,7 +60,7 @@ def typed_alts(compiler, keys: dict, where: str) -> list:
     if "number" in types or "integer" in types:
         alts.append(Num("number" not in types, bounds(keys, where)))
     if "string" in types:
-        alts.append(string_alt(keys, where))
+        alts.append(string_alt(compiler, keys, where))
     if "object" in types:
         alts.append(object_alt(compiler, keys, where))
     if "array" in types:
@@ -66,14 +68,25 @@ def typed_alts(compiler, keys: dict, where: str) -> list:
     return alts
 
 
-def string_alt(keys: dict, where: str) -> Str:
+def string_alt(compiler, keys: dict, where: str) -> Str:
+    """A `Str`; a `pattern` beyond the automaton (too large, a lookaround, an anchor
+    inside) is read as a superset (any string) and checked on the document."""
     pattern = keys.get("pattern")
-    pattern = Pattern.compile(pattern, where) if pattern is not None else None
+    if pattern is not None:
+        try:
+            pattern = Pattern.compile(pattern, where)
+        except ValueError:
+            compiler.inexact.add("pattern")
+            pattern = None
     fmt = has_format(keys.get("format"))
     max_len = keys.get("maxLength")
     if fmt is not None:
         checked = format_pattern(fmt)
-        pattern = checked if pattern is None else pattern.intersect(checked)
+        try:
+            pattern = checked if pattern is None else pattern.intersect(checked)
+        except ValueError:
+            compiler.inexact.add("pattern")
+            pattern = checked
         cap = MAX_LENGTH.get(fmt)
         if cap is not None:
             max_len = cap if max_len is None else min(max_len, cap)
@@ -81,14 +94,14 @@ def string_alt(keys: dict, where: str) -> Str:
 
 
 def object_alt(compiler, keys: dict, where: str) -> Obj:
-    props = {k: compiler.node(v, f"{where}/properties/{k}")
+    props = {k: compiler.child(v, f"{where}/properties/{k}")
              for k, v in keys.get("properties", {}).items()}
     extra = keys.get("additionalProperties", True)
-    additional = None if extra is False else compiler.node(extra, f"{where}/additionalProperties")
+    additional = None if extra is False else compiler.child(extra, f"{where}/additionalProperties")
     patterns = keys.get("patternProperties", {})
     if patterns:
         compiler.inexact.add("patternProperties")
-        members = [compiler.node(s, f"{where}/patternProperties/{p}") for p, s in patterns.items()]
+        members = [compiler.child(s, f"{where}/patternProperties/{p}") for p, s in patterns.items()]
         additional = compiler.union(members + ([additional] if additional is not None else []))
     required = keys.get("required", ())
     return Obj(props, frozenset(required if isinstance(required, list) else ()), additional)
@@ -103,8 +116,8 @@ def array_alt(compiler, keys: dict, where: str) -> Arr:
             head, rest, name = items, keys.get("additionalItems", True), "additionalItems"
         else:
             head, rest, name = [], items, "items"
-    fixed = tuple(compiler.node(s, f"{where}/prefixItems/{i}") for i, s in enumerate(head))
-    tail = None if rest is False else compiler.node(rest, f"{where}/{name}")
+    fixed = tuple(compiler.child(s, f"{where}/prefixItems/{i}") for i, s in enumerate(head))
+    tail = None if rest is False else compiler.child(rest, f"{where}/{name}")
     return Arr(tail, keys.get("minItems", 0), keys.get("maxItems"), fixed)
 
 
