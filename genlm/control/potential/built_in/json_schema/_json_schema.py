@@ -77,7 +77,10 @@ class Compiler:
         cls = validator_for(root)
         self.root = root
         self.local = local or {}
-        self.known = frozenset(cls.VALIDATORS)
+        known = set(cls.VALIDATORS) | {"exclusiveMinimum", "exclusiveMaximum"}  # draft 4 flags
+        if "if" in known:  # read by the `if` keyword of jsonschema
+            known |= {"then", "else"}
+        self.known = frozenset(known)
         self.legacy_ref = cls.__name__ in LEGACY_REF
         self.prefix_items = "prefixItems" in self.known
         self.validator = cls(root, registry=no_retrieval_registry(), format_checker=format_checker())
