@@ -409,7 +409,7 @@ def test_unsupported_keyword_is_named(keyword, schema):
         ({"$ref": "http://example.com/s.json"}, "does not point inside the schema"),
         ({"$ref": "#/$defs/missing"}, "does not resolve"),
         ({"type": "string", "minLength": 3, "maxLength": 2}, "accepts no document"),
-        ({"type": "string", "pattern": "(?=a)b"}, "pattern"),
+        ({"type": "string", "pattern": "(a"}, "invalid JSON schema"),
         ({"type": "string", "anyOf": [{"type": "integer"}]}, "accepts no document"),
         ({"type": "array", "items": [{}]}, "invalid JSON schema|items"),
     ],
