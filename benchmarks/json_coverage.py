@@ -10,6 +10,7 @@ error, with llguidance's default options). Prints one row per subset and the mos
 common reasons for a refusal.
 
     python benchmarks/json_coverage.py /path/to/jsonschemabench [--per-subset 60] [--seed 0]
+        [--walks 2]
 
 Each build runs in a worker process with a time limit (`--timeout`, seconds), so a
 schema that takes too long counts as refused.
@@ -68,17 +69,46 @@ def _schema_of(text: str):
     return data["schema"] if isinstance(data, dict) and "schema" in data and "tests" in data else data
 
 
-def build(text: str) -> tuple[str, str]:
-    """`("exact" | "superset" | "refused", detail)` for `JsonSchema`."""
+def build(text: str, walks: int = 0) -> tuple[str, str, int, int]:
+    """`("exact" | "superset" | "refused", detail, documents, valid)` for `JsonSchema`:
+    with `walks`, that many random byte walks through the potential (up to 400 bytes,
+    stopping at the first complete document), and how many of the documents they
+    end in `jsonschema` finds valid (the `jsonschema` check of `_json_residual`)."""
+    import asyncio
+
     from genlm.control import JsonSchema
 
+    schema = _schema_of(text)
     try:
-        p = JsonSchema(_schema_of(text))
+        p = JsonSchema(schema)
     except (ValueError, TypeError) as e:
-        return "refused", f"{type(e).__name__}: {e}"
+        return "refused", f"{type(e).__name__}: {e}", 0, 0
+    docs, valid = asyncio.run(_walks(p, schema, walks)) if walks else (0, 0)
     if p.superset_keywords:
-        return "superset", ",".join(sorted(p.superset_keywords))
-    return "exact", ""
+        return "superset", ",".join(sorted(p.superset_keywords)), docs, valid
+    return "exact", "", docs, valid
+
+
+async def _walks(p, schema, walks: int) -> tuple[int, int]:
+    import numpy as np
+
+    from genlm.control.potential.built_in.json_schema._json_residual import DocumentCheck
+
+    check, rng, docs, valid = DocumentCheck(schema), random.Random(0), 0, 0
+    for _ in range(walks):
+        ctx: list[int] = []
+        for _ in range(400):
+            row = (await p.logw_next(ctx)).weights
+            if row[-1] == 0.0:
+                docs += 1
+                valid += check(bytes(ctx))
+                break
+            allowed = np.flatnonzero(row[:-1] == 0.0).tolist()
+            if not allowed:
+                break
+            closers = [b for b in allowed if b in b'"}]0']
+            ctx.append(rng.choice(closers) if closers and rng.random() < 0.5 else rng.choice(allowed))
+    return docs, valid
 
 
 def engine(text: str) -> tuple[bool, str]:
@@ -103,23 +133,24 @@ def _reason(detail: str) -> str:
     return detail[:60]
 
 
-def measure(snapshot: Snapshot, picks: list[tuple[str, str]], timeout: float) -> list[dict]:
+def measure(snapshot: Snapshot, picks: list[tuple[str, str]], timeout: float,
+            walks: int = 0) -> list[dict]:
     rows = []
     with ProcessPoolExecutor(max_workers=1) as pool:
         for subset, name in picks:
             text = snapshot.read(name)
-            future = pool.submit(build, text)
+            future = pool.submit(build, text, walks)
             try:
-                status, detail = future.result(timeout=timeout)
+                status, detail, docs, valid = future.result(timeout=timeout)
             except TimeoutError:
-                status, detail = "refused", f"timeout after {timeout} s"
+                status, detail, docs, valid = "refused", f"timeout after {timeout} s", 0, 0
                 for proc in pool._processes.values():  # the worker is stuck: end it
                     proc.kill()
                 pool.shutdown(wait=False)
                 pool = ProcessPoolExecutor(max_workers=1)
             ok, error = engine(text)
             rows.append({"subset": subset, "file": name, "ours": status, "detail": detail,
-                         "engine": ok, "engine_error": error})
+                         "engine": ok, "engine_error": error, "docs": docs, "valid": valid})
     return rows
 
 
@@ -141,7 +172,9 @@ def report(rows: list[dict]) -> str:
     refusals = collections.Counter(_reason(r["detail"]) for r in rows if r["ours"] == "refused")
     supersets = collections.Counter(k for r in rows if r["ours"] == "superset"
                                     for k in r["detail"].split(","))
-    lines += ["", "refusals: " + "; ".join(f"{k} ×{v}" for k, v in refusals.most_common(12)),
+    docs, valid = sum(r["docs"] for r in rows), sum(r["valid"] for r in rows)
+    lines += ["", f"random walks: {docs} complete documents, {valid} valid under jsonschema",
+              "", "refusals: " + "; ".join(f"{k} ×{v}" for k, v in refusals.most_common(12)),
               "read as a superset: " + ", ".join(f"{k} ×{v}" for k, v in supersets.most_common())]
     return "\n".join(lines)
 
@@ -152,10 +185,12 @@ def main(argv=None) -> None:
     parser.add_argument("--per-subset", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--walks", type=int, default=0,
+                        help="random byte walks per schema, their documents checked by jsonschema")
     parser.add_argument("--json", type=Path, help="write every row here")
     args = parser.parse_args(argv)
     snapshot = Snapshot(args.snapshot)
-    rows = measure(snapshot, sample(snapshot, args.per_subset, args.seed), args.timeout)
+    rows = measure(snapshot, sample(snapshot, args.per_subset, args.seed), args.timeout, args.walks)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     print(report(rows))

@@ -52,19 +52,26 @@ class JsonSchema(CachedRecognizer):
       `0.10000000000000000001` as not equal to `0.1`;
     - `NaN`, `Infinity`, a byte-order mark and lone surrogate escapes are rejected;
     - `pattern` follows `re.search` with ASCII classes (`\\d` = `[0-9]`, as in
-      ECMA-262); only a leading `^` and a trailing `$` may anchor.
+      ECMA-262); `multipleOf` is exact on decimals; `format` checks the regular
+      formats of `_json_format` (`date`, `date-time`, `email`, `uuid`, `ipv4`, ...)
+      and ignores the others, as 2020-12 allows.
 
-    Supported keywords: `type`, `properties`, `required`, `additionalProperties`,
-    `enum`, `const`, `anyOf`, `minimum`, `maximum`, `exclusiveMinimum`,
-    `exclusiveMaximum`, `minLength`, `maxLength`, `pattern`, `items` (one schema),
-    `minItems`, `maxItems`, local `$ref`; annotations (`title`, `description`,
-    `$schema`, `$id`, `$defs`, `definitions`, `default`, `examples`, `$comment`, ...)
-    are ignored. Any other keyword raises ValueError naming it. `True` accepts
-    every document; `False` (no document) raises ValueError.
+    Keywords are those of the schema's dialect (`$schema`; 2020-12 by default);
+    other keys are annotations and are ignored. `prefix` is exact for the keywords
+    the recognizer reads on prefixes (`type`, bounds, lengths, `pattern`, `format`
+    for the regular formats of `_json_format`, `enum`, `const`, `properties`,
+    `required`, `additionalProperties`, `items`, `prefixItems`, `additionalItems`,
+    `minItems`, `maxItems`, `anyOf`, local `$ref`, exact `allOf` merges, `oneOf`
+    over disjoint types). The others (`not`, `uniqueItems`, `multipleOf`,
+    `patternProperties`, `if`, ...: `superset_keywords`) are read as a superset on
+    prefixes: no viable prefix is rejected, and `complete` (and EOS in the rows)
+    checks the whole document with `jsonschema` (`_json_residual`). `$dynamicRef`,
+    `$recursiveRef` and draft 3 raise ValueError naming them. `True` accepts every
+    document; `False` (no document) raises ValueError.
 
     A schema is untrusted input, checked before anything is built from it (see
     `_json_guard`): it must be JSON data (dict keys `str`, finite numbers), at
-    most 64 levels deep, 100,000 values and 1,000 subschemas; a `pattern`'s
+    most 64 levels deep, 100,000 values and 10,000 subschemas; a `pattern`'s
     automaton is bounded (`_json_string.MAX_PATTERN_SIZE`); every `$ref` points
     inside the schema (`#...`, or a URI that resolves against the root `$id` to
     the root). Nothing is read from the network or the file system.
