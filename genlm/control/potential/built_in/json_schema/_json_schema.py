@@ -49,7 +49,7 @@ LEGACY_REF = ("Draft4Validator", "Draft6Validator", "Draft7Validator")  # $ref h
 MAX_ENUM_NUMBERS = 2000  # number prefixes are checked against each allowed value
 MAX_NODES = 50_000  # compiled nodes, counting every inlined copy
 MAX_INLINED = 5_000  # $refs inlined beside other keywords or in allOf
-MAX_INLINE_DEPTH = 100
+MAX_INLINE_DEPTH = 50  # refs inlined inside one another (Python frames stay bounded)
 
 
 class Compiled(NamedTuple):
@@ -86,6 +86,7 @@ class Compiler:
         self.validator = cls(root, registry=no_retrieval_registry(), format_checker=format_checker())
         self.inlining: list[tuple[str, int]] = []  # refs inlined, with the value depth
         self.level = 0
+        self.self_reaching: dict[str, bool] = {}
         self.refs: dict[str, Node] = {}
         self.pending: list[tuple[Node, Any, str]] = []
         self.unions: list[tuple[Node, list]] = []
@@ -194,14 +195,14 @@ class Compiler:
     def _inline(self, part: dict, where: str, chain: list) -> tuple[Any, list]:
         ref = part["$ref"]
         rest = {k: v for k, v in part.items() if k != "$ref"}
-        if ref in chain or (ref, self.level) in self.inlining:
+        if ref in chain or self._reaches_itself(ref):
             raise ValueError(
                 f"$ref {ref!r} at {where} refers back to itself through $refs with sibling "
                 "keywords (or allOf) without entering a property or an item; such a schema "
                 "has no meaning"
             )
-        if any(r == ref for r, _ in self.inlining):
-            self.inexact.add("$ref")  # a cycle through values: checked on the document
+        if any(r == ref for r, _ in self.inlining) or len(self.inlining) > MAX_INLINE_DEPTH:
+            self.inexact.add("$ref")  # met again while inlined: checked on the document
             return self.flatten(rest, where, chain) if "allOf" in rest else (rest, [])
         self.inlined += 1
         if self.inlined > MAX_INLINED or len(chain) > MAX_INLINE_DEPTH:
@@ -219,6 +220,33 @@ class Compiler:
         finally:
             chain.pop()
         return flat, [ref] + refs
+
+    def _reaches_itself(self, ref: str) -> bool:
+        """Whether the schema at `ref` reaches `ref` again through `$ref` and the
+        in-place applicators (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`)
+        alone: then it has no meaning (validating it never enters the value)."""
+        hit = self.self_reaching.get(ref)
+        if hit is None:
+            hit = self.self_reaching[ref] = self._walk_in_place(ref)
+        return hit
+
+    def _walk_in_place(self, ref: str) -> bool:
+        stack, seen = [self.resolve(ref, ref)], set()
+        while stack and len(seen) < MAX_NODES:
+            schema = stack.pop()
+            if not isinstance(schema, dict) or id(schema) in seen:
+                continue
+            seen.add(id(schema))
+            keys = self.keywords(schema, ref)
+            target = keys.get("$ref")
+            if isinstance(target, str):
+                if target == ref:
+                    return True
+                stack.append(self.resolve(target, ref))
+            for k in ("allOf", "anyOf", "oneOf"):
+                stack.extend(keys.get(k, ()))
+            stack.extend(keys[k] for k in ("not", "if", "then", "else") if k in keys)
+        return False
 
     def _branches(self, keys: dict, where: str) -> Node:
         kw = "anyOf" if "anyOf" in keys else "oneOf"
