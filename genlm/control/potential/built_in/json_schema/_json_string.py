@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from genlm.control.potential.built_in.fsa._fsa_regex import _next_bytes, _utf8_len, byte_dfa
+from genlm.control.potential.built_in.json_schema._json_alternatives import top_alternatives, unwrap
 
 try:  # pragma: no cover - import location depends on the Python version
     from re import _constants as sre_constants
@@ -49,7 +50,7 @@ class Pattern:
         """
         parts = []
         for alternative in top_alternatives(pattern):
-            body, head, tail = _anchors(_unwrap(alternative), where)
+            body, head, tail = _anchors(unwrap(alternative), where)
             parts.append(("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*"))
         full = parts[0] if len(parts) == 1 else "|".join(f"(?:{p})" for p in parts)
         try:
@@ -189,63 +190,6 @@ class Pattern:
                     out.add(t)
                     stack.append(t)
         return frozenset(out)
-
-
-def _structure(pattern: str):
-    """`(index, char)` of each group bracket and `|` of `pattern`, outside escapes and
-    character classes."""
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            i += 1
-            if pattern[i:i + 1] == "^":
-                i += 1
-            if pattern[i:i + 1] == "]":  # a leading ] is a literal
-                i += 1
-            while i < n and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-        elif c in "()|":
-            yield i, c
-        i += 1
-
-
-def top_alternatives(pattern: str) -> list[str]:
-    """`pattern` split at its top-level `|`: `re.search(A|B, s)` holds iff
-    `re.search(A, s)` or `re.search(B, s)`, so each alternative keeps its own `^`/`$`."""
-    parts, depth, start = [], 0, 0
-    for i, c in _structure(pattern):
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
-    return parts + [pattern[start:]]
-
-
-def _unwrap(pattern: str) -> str:
-    """`(X)` or `(?:X)` as `X` when that group spans the whole pattern and `X` is one
-    alternative (its anchors then read as the pattern's)."""
-    if pattern.startswith("(?:"):
-        head = 3
-    elif pattern.startswith("(") and not pattern.startswith("(?"):
-        head = 1
-    else:
-        return pattern
-    depth = 0
-    for i, c in _structure(pattern):
-        depth += (c == "(") - (c == ")")
-        if depth == 0:
-            if i != len(pattern) - 1:
-                return pattern
-            inner = pattern[head:-1]
-            return inner if len(top_alternatives(inner)) == 1 else pattern
-    return pattern
 
 
 def _anchors(pattern: str, where: str) -> tuple[str, bool, bool]:
