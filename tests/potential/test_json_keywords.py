@@ -294,3 +294,15 @@ async def test_compile_cost_is_bounded_for_hostile_combinations():
     p = JsonSchema(tree)
     assert await p.complete(list(b'{"k": {"k": {}}}')) == 0.0
     assert await p.complete(list(b'{"k": {"k": 1}}')) == NEG_INF
+
+
+@pytest.mark.parametrize("pattern", ["^dev|alpha|stable$", "^$|(^(?:a+\\s)?b$)", "[|(]x|(y|z)$"])
+@settings(max_examples=60, deadline=None)
+@given(text=st.text("devalphstb (|)xyz\n", max_size=9))
+async def test_top_level_alternatives_keep_their_anchors(pattern, text):
+    import re
+
+    p = JsonSchema({"type": "string", "pattern": pattern})
+    assert not p.superset_keywords
+    doc = json.dumps(text).encode()
+    assert (await p.complete(list(doc)) == 0.0) == bool(re.search(pattern, text, re.ASCII))
