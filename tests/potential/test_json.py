@@ -390,19 +390,10 @@ async def test_check_potential():
 @pytest.mark.parametrize(
     "keyword, schema",
     [
-        ("oneOf", {"oneOf": [{"type": "string"}]}),
-        ("allOf", {"allOf": [{"type": "string"}]}),
-        ("not", {"not": {"type": "string"}}),
-        ("if", {"if": {"type": "string"}}),
-        ("patternProperties", {"type": "object", "patternProperties": {"a": {}}}),
-        ("uniqueItems", {"type": "array", "uniqueItems": True}),
-        ("format", {"type": "string", "format": "date"}),
-        ("multipleOf", {"type": "number", "multipleOf": 2}),
-        ("prefixItems", {"prefixItems": [{}]}),
-        ("propertyNames", {"propertyNames": {"maxLength": 2}}),
-        ("minProperties", {"minProperties": 1}),
-        ("contains", {"contains": {}}),
-        ("uniqueItems", {"properties": {"a": {"uniqueItems": True}}}),
+        ("\\$dynamicRef", {"$dynamicRef": "#meta"}),
+        ("\\$recursiveRef", {"$schema": "https://json-schema.org/draft/2019-09/schema",
+                              "properties": {"a": {"$recursiveRef": "#"}}}),
+        ("draft 3", {"$schema": "http://json-schema.org/draft-03/schema#", "type": "string"}),
     ],
 )
 def test_unsupported_keyword_is_named(keyword, schema):
@@ -418,8 +409,8 @@ def test_unsupported_keyword_is_named(keyword, schema):
         ({"$ref": "http://example.com/s.json"}, "does not point inside the schema"),
         ({"$ref": "#/$defs/missing"}, "does not resolve"),
         ({"type": "string", "minLength": 3, "maxLength": 2}, "accepts no document"),
-        ({"type": "string", "pattern": "(?=a)b"}, "pattern"),
-        ({"type": "string", "anyOf": [{"type": "integer"}]}, "conflicts"),
+        ({"type": "string", "pattern": "(a"}, "invalid JSON schema"),
+        ({"type": "string", "anyOf": [{"type": "integer"}]}, "accepts no document"),
         ({"type": "array", "items": [{}]}, "invalid JSON schema|items"),
     ],
 )

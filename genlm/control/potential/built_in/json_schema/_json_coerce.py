@@ -114,6 +114,14 @@ class CoercedJson(StateRowCoerced):
         """The recognizer state after `context`; None when the context has weight zero."""
         return self.potential.state(self._map(context))
 
+    def _row_of(self, context) -> np.ndarray:
+        """The state's row, with EOS checked on the whole document where the schema
+        needs it (`JsonSchema.document_check`)."""
+        row = super()._row_of(context)
+        if self.potential.document_check is None:
+            return row
+        return self.potential._checked(row, self._map(context))
+
     def _walk(self, state: frozenset) -> np.ndarray:
         t = self.potential.transitions
         symbols = self._symbols

@@ -25,7 +25,10 @@ Off the list, with what differs (see docs/constraint-engines.md):
   `3` as the start of `3e-1` under `maximum: 2.25`, and `-0` at a bound of 0);
 - numbers and strings in `enum`/`const`: the engine matches the schema's own
   spelling (`1.0` is not `1`, `"\\u0061"` is not `"a"`);
-- `$ref` and anything else: not established.
+- `$ref` and anything else (the keywords read only by `JsonSchema`: `allOf`,
+  `oneOf`, `not`, `format`, `prefixItems`, ...; keys JSON Schema does not define;
+  a draft-4 schema, whose `$ref` hides its siblings and which has no `const`): not
+  established.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ from genlm.control.potential.built_in.json_schema._json_schema import ANNOTATION
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 ARRAY_KEYWORDS = ("type", "items", "minItems", "maxItems") + BOUNDS
+# Keys whose reading by the engine was compared (the others are refused at once).
+ESTABLISHED = frozenset(ARRAY_KEYWORDS + ("enum", "const", "anyOf", "$ref", "properties",
+                                          "required", "additionalProperties", "minLength",
+                                          "maxLength", "pattern"))
 
 # Why a shape is off the list: a short code (used in docs/constraint-engines.md) and what differs.
 REASONS = {
@@ -72,9 +79,14 @@ class Difference(NamedTuple):
 def engine_difference(schema: Any, where: str = "#") -> Difference | None:
     """None when the engine's language for `schema` equals `JsonSchema`'s (by the
     whitelist above), else the first place where it may not."""
+    if where == "#" and isinstance(schema, dict) and _legacy(schema):
+        return Difference(where, "keyword", "$schema")
     if schema is True or schema is False:
         return Difference(where, "any-value") if schema else None
     rest = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+    for key in rest:
+        if key not in ESTABLISHED:  # a keyword (or an unknown key) not compared
+            return Difference(where, "keyword", key)
     if "$ref" in rest:
         return Difference(where, "ref")
     if "anyOf" in rest:
@@ -115,6 +127,13 @@ def _typed(rest: dict, types: set, where: str) -> Difference | None:
             return Difference(f"{where}/items", "any-value")
         return engine_difference(rest["items"], f"{where}/items")
     return None
+
+
+def _legacy(schema: dict) -> bool:
+    """Whether the schema's dialect is before draft 6 (its `$ref` and `const` differ)."""
+    from jsonschema.validators import validator_for
+
+    return validator_for(schema).__name__ in ("Draft3Validator", "Draft4Validator")
 
 
 def _integers_meet_zero(schema: dict) -> bool:

@@ -7,7 +7,7 @@ engine grammar is built from it:
 - it is plain JSON data: dicts with `str` keys, lists, strings, finite numbers,
   booleans and None (a tuple, a set, NaN or an infinity is not JSON);
 - it is bounded: at most `MAX_DEPTH` nested dicts/lists, `MAX_VALUES` values,
-  `MAX_SUBSCHEMAS` schema objects (the metaschema check costs about a millisecond
+  `MAX_SUBSCHEMAS` schema objects (the metaschema check costs well under a millisecond
   each), `MAX_CHARS` characters of strings and keys, and integers of at most
   `MAX_INT_DIGITS` digits, so every later pass is linear in a bounded size;
 - every `$ref` of a schema object (not one inside `enum`/`const` data) points
@@ -27,7 +27,7 @@ from urllib.parse import urldefrag, urljoin
 
 MAX_DEPTH = 64
 MAX_VALUES = 100_000
-MAX_SUBSCHEMAS = 1000
+MAX_SUBSCHEMAS = 10_000
 MAX_CHARS = 1_000_000
 MAX_INT_DIGITS = 1000
 
@@ -66,7 +66,8 @@ def _child_kind(kind: int, key: Any, child: Any) -> int:
 class _Walk:
     """One pass over the document: sizes, keys, scalars, `$ref`s and nested `$id`s."""
 
-    def __init__(self):
+    def __init__(self, id_key: str = "$id"):
+        self.id_key = id_key
         self.parents: dict[int, tuple[int, Any]] = {}
         self.count = self.chars = self.schemas = 0
         self.refs: list[tuple[int, str]] = []
@@ -112,25 +113,26 @@ class _Walk:
         self.schemas += 1
         if self.schemas > MAX_SUBSCHEMAS:
             raise ValueError(f"the JSON schema has more than {MAX_SUBSCHEMAS} subschemas (a size limit)")
-        ref, sid = value.get("$ref"), value.get("$id")
+        ref, sid = value.get("$ref"), value.get(self.id_key)
         if isinstance(ref, str):
             self.refs.append((node, ref))
-        if isinstance(sid, str) and node != 0 and self.nested_id is None:
+        if isinstance(sid, str) and node != 0 and not sid.startswith("#") and self.nested_id is None:
             self.nested_id = (node, sid)
 
 
-def check_document(schema: Any) -> dict[str, str]:
+def check_document(schema: Any, id_key: str = "$id") -> dict[str, str]:
     """Check `schema` (see the module docstring) and return its `$id`-relative
-    `$ref`s rewritten as local ones (`{ref: "#fragment"}`).
+    `$ref`s rewritten as local ones (`{ref: "#fragment"}`). `id_key` is the keyword
+    that sets a base URI: `$id`, or `id` in draft 4.
 
     Raises:
         TypeError: a value that is not JSON data, or a non-`str` key (named).
         ValueError: a non-finite number, a limit exceeded (named), or a `$ref` that
             does not stay inside the document.
     """
-    walk = _Walk()
+    walk = _Walk(id_key)
     walk.run(schema)
-    root_id = schema.get("$id") if isinstance(schema, dict) else None
+    root_id = schema.get(id_key) if isinstance(schema, dict) else None
     local: dict[str, str] = {}
     for node, ref in walk.refs:
         target = _local_ref(ref, root_id)
@@ -142,7 +144,7 @@ def check_document(schema: Any) -> dict[str, str]:
         if walk.nested_id is not None:
             node, sid = walk.nested_id
             raise ValueError(
-                f"$id {sid!r} at {_path(walk.parents, node)} sets a new base URI for the "
+                f"{id_key} {sid!r} at {_path(walk.parents, node)} sets a new base URI for the "
                 "$refs under it; a $ref beside a nested $id is not supported"
             )
         if target != ref:

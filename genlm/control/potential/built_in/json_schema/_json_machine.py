@@ -198,7 +198,7 @@ def _array(top: AFrame, below: tuple, b: int) -> list[tuple]:
 def _item_node(alt: Arr, count: int) -> Node | None:
     if alt.max_items is not None and count >= alt.max_items:
         return None
-    node = alt.fixed[count] if alt.fixed is not None else alt.items
+    node = alt.fixed[count] if count < len(alt.fixed) else alt.items
     return node if node is not None and node.alts else None
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from genlm.control.potential.built_in.fsa._fsa_regex import _next_bytes, _utf8_len, byte_dfa
+from genlm.control.potential.built_in.json_schema._json_alternatives import top_alternatives, unwrap
 
 try:  # pragma: no cover - import location depends on the Python version
     from re import _constants as sre_constants
@@ -47,19 +48,59 @@ class Pattern:
             ValueError: an invalid pattern, or one whose estimated automaton size
                 (`pattern_size`) exceeds `MAX_PATTERN_SIZE`, checked before building it.
         """
-        body, head, tail = _anchors(pattern, where)
-        full = ("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*")
+        parts = []
+        for alternative in top_alternatives(pattern):
+            body, head, tail = _anchors(unwrap(alternative), where)
+            parts.append(("" if head else r"[\s\S]*") + f"(?:{body})" + ("\n?" if tail else r"[\s\S]*"))
+        full = parts[0] if len(parts) == 1 else "|".join(f"(?:{p})" for p in parts)
         try:
             initial, finals, arcs = byte_dfa(full)
         except ValueError as e:
             raise ValueError(f"pattern {pattern!r} at {where}: {e}") from None
         except RecursionError:
             raise ValueError(f"pattern {pattern!r} at {where} is nested too deeply") from None
+        return cls._numbered(pattern, initial, finals, arcs)
+
+    @classmethod
+    def exact(cls, regex: str, name: str) -> "Pattern":
+        """`re.fullmatch(regex, s, re.ASCII)` as a byte automaton (no anchors, no
+        trailing newline)."""
+        initial, finals, arcs = byte_dfa(regex)
+        return cls._numbered(name, initial, finals, arcs)
+
+    @classmethod
+    def _numbered(cls, source: str, initial, finals, arcs: dict) -> "Pattern":
         ids = {s: i for i, s in enumerate([initial, *(s for s in arcs if s != initial)])}
         table = [{} for _ in ids]
         for s, out in arcs.items():
             table[ids[s]] = {b: ids[t] for b, t in out.items()}
-        return cls(pattern, ids[initial], frozenset(ids[s] for s in finals), table)
+        return cls(source, ids[initial], frozenset(ids[s] for s in finals), table)
+
+    def intersect(self, other: "Pattern", max_states: int = 1 << 15) -> "Pattern":
+        """The product automaton: strings matched by both (reachable pairs only).
+
+        Raises:
+            ValueError: the product has more than `max_states` states."""
+        start = (self.start, other.start)
+        arcs: dict = {start: {}}
+        stack = [start]
+        while stack:
+            p, q = pair = stack.pop()
+            out = arcs[pair]
+            for b, p2 in self.arcs[p].items():
+                q2 = other.arcs[q].get(b)
+                if q2 is not None:
+                    out[b] = nxt = (p2, q2)
+                    if nxt not in arcs:
+                        arcs[nxt] = {}
+                        stack.append(nxt)
+                        if len(arcs) > max_states:
+                            raise ValueError(
+                                f"the strings matching both {self.source!r} and "
+                                f"{other.source!r} need more than {max_states} states"
+                            )
+        finals = {s for s in arcs if s[0] in self.finals and s[1] in other.finals}
+        return Pattern._numbered(f"{self.source} & {other.source}", start, finals, arcs)
 
     def step(self, q: int, byte: int) -> int | None:
         return self.arcs[q].get(byte)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -12,10 +12,19 @@ from genlm.control.potential.built_in.fsa.wfsa import BYTE_VOCAB, check_byte_con
 from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson, Transitions
 from genlm.control.potential.built_in.json_schema._json_exact import engine_difference
 from genlm.control.potential.built_in.json_schema._json_machine import initial_state
+from genlm.control.potential.built_in.json_schema._json_residual import DocumentCheck
 from genlm.control.potential.built_in.json_schema._json_schema import compile_schema
 from genlm.control.potential.coerce import Coerced, is_join
 from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
+
+
+class DocState(NamedTuple):
+    """A carried state where whole documents are checked: the recognizer's state and
+    the bytes read."""
+
+    machine: frozenset
+    data: bytes
 
 
 class JsonSchema(CachedRecognizer):
@@ -43,19 +52,26 @@ class JsonSchema(CachedRecognizer):
       `0.10000000000000000001` as not equal to `0.1`;
     - `NaN`, `Infinity`, a byte-order mark and lone surrogate escapes are rejected;
     - `pattern` follows `re.search` with ASCII classes (`\\d` = `[0-9]`, as in
-      ECMA-262); only a leading `^` and a trailing `$` may anchor.
+      ECMA-262); `multipleOf` is exact on decimals; `format` checks the regular
+      formats of `_json_format` (`date`, `date-time`, `email`, `uuid`, `ipv4`, ...)
+      and ignores the others, as 2020-12 allows.
 
-    Supported keywords: `type`, `properties`, `required`, `additionalProperties`,
-    `enum`, `const`, `anyOf`, `minimum`, `maximum`, `exclusiveMinimum`,
-    `exclusiveMaximum`, `minLength`, `maxLength`, `pattern`, `items` (one schema),
-    `minItems`, `maxItems`, local `$ref`; annotations (`title`, `description`,
-    `$schema`, `$id`, `$defs`, `definitions`, `default`, `examples`, `$comment`, ...)
-    are ignored. Any other keyword raises ValueError naming it. `True` accepts
-    every document; `False` (no document) raises ValueError.
+    Keywords are those of the schema's dialect (`$schema`; 2020-12 by default);
+    other keys are annotations and are ignored. `prefix` is exact for the keywords
+    the recognizer reads on prefixes (`type`, bounds, lengths, `pattern`, `format`
+    for the regular formats of `_json_format`, `enum`, `const`, `properties`,
+    `required`, `additionalProperties`, `items`, `prefixItems`, `additionalItems`,
+    `minItems`, `maxItems`, `anyOf`, local `$ref`, exact `allOf` merges, `oneOf`
+    over disjoint types). The others (`not`, `uniqueItems`, `multipleOf`,
+    `patternProperties`, `if`, ...: `superset_keywords`) are read as a superset on
+    prefixes: no viable prefix is rejected, and `complete` (and EOS in the rows)
+    checks the whole document with `jsonschema` (`_json_residual`). `$dynamicRef`,
+    `$recursiveRef` and draft 3 raise ValueError naming them. `True` accepts every
+    document; `False` (no document) raises ValueError.
 
     A schema is untrusted input, checked before anything is built from it (see
     `_json_guard`): it must be JSON data (dict keys `str`, finite numbers), at
-    most 64 levels deep, 100,000 values and 1,000 subschemas; a `pattern`'s
+    most 64 levels deep, 100,000 values and 10,000 subschemas; a `pattern`'s
     automaton is bounded (`_json_string.MAX_PATTERN_SIZE`); every `$ref` points
     inside the schema (`#...`, or a URI that resolves against the root `$id` to
     the root). Nothing is read from the network or the file system.
@@ -78,7 +94,10 @@ class JsonSchema(CachedRecognizer):
         self.schema = schema
         self.cache_size = cache_size
         self.max_states = max_states
-        self.root = compile_schema(schema)
+        compiled = compile_schema(schema)
+        self.root = compiled.root
+        self.superset_keywords = compiled.inexact
+        self.document_check = DocumentCheck(schema) if compiled.inexact else None
         super().__init__(BYTE_VOCAB)
         self._init_cache()
 
@@ -103,13 +122,25 @@ class JsonSchema(CachedRecognizer):
 
     async def complete(self, context: Sequence[int]) -> float:
         s = self.state(context)
-        return 0.0 if s is not None and self.transitions.accepts(s) else NEG_INF
+        ok = s is not None and self.transitions.accepts(s) and self.document_ok(context)
+        return 0.0 if ok else NEG_INF
+
+    def document_ok(self, data: Sequence[int]) -> bool:
+        """The whole-document check (True where the recognizer alone is exact)."""
+        return self.document_check is None or self.document_check(bytes(data))
 
     def _row(self, context) -> np.ndarray:
         s = self.state(context)
         if s is None:
             raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
-        return self._state_row(s)
+        return self._checked(self._state_row(s), context)
+
+    def _checked(self, row: np.ndarray, data: Sequence[int]) -> np.ndarray:
+        """`row` with EOS at -inf where the document fails the whole-document check."""
+        if row[-1] == 0.0 and not self.document_ok(data):
+            row = row.copy()
+            row[-1] = NEG_INF
+        return row
 
     def _state_row(self, s) -> np.ndarray:
         t = self.transitions
@@ -131,16 +162,23 @@ class JsonSchema(CachedRecognizer):
     # Carried states (see `Potential.state_of`): the recognizer's frame stacks ----
 
     def state_of(self, context: Sequence[int]):
-        """The recognizer state after `context` (None: no valid document starts so)."""
-        return self.state(context)
+        """The recognizer state after `context` (None: no valid document starts so);
+        a `DocState` (with the bytes) where whole documents are checked."""
+        s = self.state(context)
+        if s is None or self.document_check is None:
+            return s
+        return DocState(s, bytes(context))
 
     def advance(self, state, token: int):
-        """The recognizer state after one more byte (memoized per interned state)."""
+        """The state after one more byte (memoized per interned recognizer state)."""
         check_byte_context((token,))
         if state is None:
             return None
         if self.transitions.full():
             self.transitions.reset()
+        if isinstance(state, DocState):
+            nxt = self.transitions.next_state(state.machine, token)
+            return None if nxt is None else DocState(nxt, state.data + bytes((token,)))
         return self.transitions.next_state(state, token)
 
     def logw_next_of(self, state) -> np.ndarray:
@@ -148,6 +186,8 @@ class JsonSchema(CachedRecognizer):
         EOS when `state` accepts; -inf elsewhere."""
         if state is None:
             raise ValueError(f"a dead state has no next-token weights under {self!r}")
+        if isinstance(state, DocState):
+            return self._checked(self._state_row(state.machine), state.data)
         return self._state_row(state)
 
     def engine_source(self) -> EngineSource:
