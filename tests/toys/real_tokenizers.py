@@ -33,7 +33,7 @@ KINDS = ("spm", "tekken")
 SPM_FILE = "tokenizer.model.v1"
 TEKKEN_FILE = "tekken_240911.json"
 # The builder's own version: bump it when what it writes changes.
-BUILDER_VERSION = 3
+BUILDER_VERSION = 4
 
 
 
@@ -121,6 +121,7 @@ def _spm_tokenizer():
 def build_model(kind: str, out: str | os.PathLike, seed: int = 0, hidden: int = 32) -> Path:
     """Write the `kind` model (random weights from `seed`) and its tokenizer to `out`."""
     import torch
+    from tokenizers import processors
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     out = Path(out)
@@ -141,6 +142,10 @@ def build_model(kind: str, out: str | os.PathLike, seed: int = 0, hidden: int = 
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
     model.save_pretrained(out)
+    # BOS before the text, as both models' released tokenizers add it.
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{tok.bos_token} $A", special_tokens=[(tok.bos_token, tok.bos_token_id)]
+    )
     # Saved as a plain fast tokenizer, so that loading it keeps the converted pipeline
     # as written (a `LlamaTokenizer` rebuilds its own pre-tokenizer on load).
     plain = PreTrainedTokenizerFast(
