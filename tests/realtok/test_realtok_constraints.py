@@ -12,6 +12,7 @@ from test_realtok_vocab import random_texts
 
 from genlm.control import BoolCFG, BoolFSA, CanonicalTokenization, JsonSchema
 from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF
 
 pytest.importorskip("llguidance")
@@ -119,16 +120,17 @@ def assert_same_rows(engine, a, generic, b) -> None:
     np.testing.assert_array_equal(a.weights, full)
 
 
+_TRIES: dict = {}
+
+
 def pair(llm, source, kind: str):
-    """(engine coercion, generic coercion) of a regex, Lark grammar or JSON schema."""
-    if kind == "regex":
-        fsa = BoolFSA.from_regex(source)
-        return fsa.coerce(llm, f=b"".join), fsa.coerce(llm, f=b"".join, engine=False)
-    if kind == "lark":
-        cfg = BoolCFG.from_lark(source)
-        return cfg.coerce(llm, f=b"".join), cfg.coerce(llm, f=b"".join, engine=False)
-    schema = JsonSchema(source)
-    return schema.coerce(llm, f=b"".join), schema.coerce(llm, f=b"".join, engine=False)
+    """(engine coercion, generic coercion) of a regex, Lark grammar or JSON schema; the
+    generic coercions over one model share one token trie."""
+    if id(llm) not in _TRIES:
+        _TRIES[id(llm)] = Coerced.build_trie(llm.vocab, b"".join)
+    trie = _TRIES[id(llm)]
+    p = {"regex": BoolFSA.from_regex, "lark": BoolCFG.from_lark, "json": JsonSchema}[kind](source)
+    return p.coerce(llm, f=b"".join), p.coerce(llm, f=b"".join, engine=False, trie=trie)
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from genlm.control import AWRS, BoolFSA, direct_token_sampler
 PATTERN = r" (a|an)( (a|an)){0,1}\."
 WORDS = (b"a", b"an")
 MAX_TOKENS = 6
-RUNS = 160
-GROUP = 40
+RUNS = 96
+GROUP = 48
 
 
 def language() -> list[bytes]:

@@ -88,3 +88,24 @@ def test_prompt_round_trips(real_llm, kind, text):
     assert tok.decode(llm.prompt_ids, skip_special_tokens=True) == text
     row = asyncio.run(llm.logw_next([]))
     assert np.logaddexp.reduce(row.weights) == pytest.approx(0.0, abs=1e-4)  # float32 rows
+
+
+@pytest.mark.parametrize("layout", ["metaspace", "normalizer"])
+def test_continuation_encoding_drops_only_the_prefix_space(layout):
+    """Both layouts of SentencePiece tokenizers in `tokenizer.json` files (a Metaspace
+    pre-tokenizer that prepends `▁`, or a `Prepend` normalizer) lose the dummy prefix
+    and nothing else; a tokenizer without one is left as it is."""
+    from tokenizers import normalizers
+    from transformers import LlamaTokenizer
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 3, "h": 4, "i": 5, "▁h": 6, "hi": 7, "▁hi": 8}
+    tok = LlamaTokenizer(vocab=vocab, merges=[("▁", "h"), ("h", "i"), ("▁h", "i")])
+    if layout == "normalizer":
+        backend = tok.backend_tokenizer
+        backend.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+        backend.pre_tokenizer = None
+    assert tok.encode("hi", add_special_tokens=False) == [8]
+    enc = continuation_encoder(tok)
+    assert enc.strips_prefix
+    assert enc.encode("hi") == [7] and enc.encode(" hi") == [8] and enc.encode("hi hi") == [7, 8]
+    assert continuation_encoder(tok) is enc  # built once per tokenizer
