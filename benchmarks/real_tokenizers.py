@@ -1,7 +1,7 @@
 """SMC on real vocabularies against the raw-decode floor on the same model.
 
     python benchmarks/real_tokenizers.py                   # both models, 3 repeats
-    python benchmarks/real_tokenizers.py --kinds tekken --repeats 5
+    python benchmarks/real_tokenizers.py --kinds tekken --repeats 5 --only unconstrained
 
 The models are the test suite's (`tests/toys/real_tokenizers.py`): Llama-shaped, random
 weights, hidden size 32, over Mistral 7B's SentencePiece vocabulary (32,000 tokens) and
@@ -36,7 +36,7 @@ STEPS = 32
 PATTERN = r" [a-z]+( [a-z]+)*\."
 
 
-def workloads(kind: str) -> list[Workload]:
+def workloads(kind: str, names: set[str]) -> list[Workload]:
     from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
 
     t0 = time.perf_counter()
@@ -57,20 +57,23 @@ def workloads(kind: str) -> list[Workload]:
     print(f"{kind}: regex coerced ({type(condition).__name__}) in {time.perf_counter() - t0:.1f} s", flush=True)
     direct = direct_token_sampler(llm)
     awrs = AWRS(llm, condition)
-    return [
-        Workload(f"{kind} unconstrained (direct, N=16)", 16, STEPS, smc_job(direct, 16, STEPS), floor_for(16), reset, True),
-        Workload(f"{kind} regex (AWRS, N=10)", 10, STEPS, smc_job(awrs, 10, STEPS), floor_for(10), reset, True),
-    ]
+    out = []
+    if "unconstrained" in names:
+        out.append(Workload(f"{kind} unconstrained (direct, N=16)", 16, STEPS, smc_job(direct, 16, STEPS), floor_for(16), reset, True))
+    if "regex" in names:
+        out.append(Workload(f"{kind} regex (AWRS, N=10)", 10, STEPS, smc_job(awrs, 10, STEPS), floor_for(10), reset, True))
+    return out
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", default="unconstrained,regex", help="workloads: unconstrained, regex")
     args = ap.parse_args()
     rows = []
     for kind in args.kinds.split(","):
-        for w in workloads(kind):
+        for w in workloads(kind, set(args.only.split(","))):
             rows.append(await measure(w, args.repeats))
             print(rows[-1]["name"], f"ratio {rows[-1]['ratio']:.2f}", flush=True)
     print(table(rows, None))
