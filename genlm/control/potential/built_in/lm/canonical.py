@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -10,6 +10,7 @@ import regex
 
 from genlm.control.potential.base import Potential, SparseLogws
 from genlm.control.potential.built_in._state_cache import RowCache
+from genlm.control.potential.built_in.lm._text_encoding import component_spec, continuation_encoder
 from genlm.control.potential.tables import VocabTables
 from genlm.control.weights import NEG_INF, LazyWeights
 
@@ -39,37 +40,20 @@ def byte_alphabet() -> list[str]:
     return out
 
 
-class TokenizerEncoder:
-    """Batched `text → token ids` with a Hugging Face tokenizer, special tokens not added."""
-
-    def __init__(self, tokenizer: Any):
-        self.tokenizer = tokenizer
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._batch = getattr(backend, "encode_batch_fast", None) or getattr(
-            backend, "encode_batch", None
-        )
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        if not texts:
-            return []
-        if self._batch is not None:
-            return [e.ids for e in self._batch(list(texts), add_special_tokens=False)]
-        return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
-
-    def encode(self, text: str) -> list[int]:
-        return self.encode_batch([text])[0]
-
-
 class ByteBPE:
     """The tokenizer's BPE merges applied to a whole byte string, without pre-tokenization.
 
     Available for byte-level BPE tokenizers (GPT-2 style `tokenizer.json`); `of(tokenizer)`
-    returns None for others.
+    returns None for others. A tokenizer that first looks a whole pre-token up in its
+    vocabulary (`ignore_merges`: Llama 3, tiktoken-style BPEs such as Mistral's tekken)
+    merges any other pre-token; here merges are always applied, and `whole_tokens` says
+    that a token may also stand for a pre-token of its own, whatever its merges give.
     """
 
-    def __init__(self, backend: Any, gpt2_regex: bool):
+    def __init__(self, backend: Any, gpt2_regex: bool, whole_tokens: bool = False):
         self._bpe = backend
         self.gpt2_regex = gpt2_regex
+        self.whole_tokens = whole_tokens
         self._alphabet = byte_alphabet()
         self._batch = getattr(backend, "encode_batch_fast", None) or backend.encode_batch
 
@@ -80,18 +64,22 @@ class ByteBPE:
             return None
         from tokenizers import Tokenizer
 
-        spec = json.loads(backend.to_str())
-        model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
+        # The components are read one by one: serialising the whole tokenizer (its
+        # vocabulary and merges) is paid once, for the copy, and only when it is needed.
+        pre = component_spec(backend.pre_tokenizer) or {}
         steps = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
         byte_level = any(step.get("type") == "ByteLevel" for step in steps)
-        if model.get("type") != "BPE" or not byte_level or model.get("ignore_merges"):
+        if type(backend.model).__name__ != "BPE" or not byte_level:
             return None
-        if spec.get("normalizer") is not None:
+        if backend.normalizer is not None:
             return None
+        whole = bool(getattr(backend.model, "ignore_merges", False))
         bpe = Tokenizer.from_str(backend.to_str())
         bpe.pre_tokenizer = None
+        if whole:
+            bpe.model.ignore_merges = False
         gpt2 = pre.get("type") == "ByteLevel" and pre.get("use_regex", True)
-        return cls(bpe, gpt2_regex=bool(gpt2))
+        return cls(bpe, gpt2_regex=bool(gpt2), whole_tokens=whole)
 
     def encode_batch(self, data: Sequence[bytes]) -> list[list[int]]:
         """The BPE token ids of each byte string (merges by rank over its bytes)."""
@@ -107,14 +95,19 @@ N_CLASSES = 9
 CONTRACTIONS = ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d")
 
 
+_WS, _LETTER, _DIGIT = regex.compile(r"\s"), regex.compile(r"\p{L}"), regex.compile(r"\p{N}")
+_WS_RUN = regex.compile(r"\s\s$")
+
+
+@lru_cache(maxsize=1 << 16)
 def _class(ch: str) -> int:
     if ch == " ":
         return SPACE
-    if regex.match(r"\s", ch):
+    if _WS.match(ch):
         return WS
-    if regex.match(r"\p{L}", ch):
+    if _LETTER.match(ch):
         return LETTER
-    if regex.match(r"\p{N}", ch):
+    if _DIGIT.match(ch):
         return DIGIT
     return OTHER
 
@@ -133,7 +126,7 @@ def last_char_class(data: bytes) -> int:
         ch = _text(data[-k:])
         if ch is not None and len(ch) == 1:
             c = _class(ch)
-            if c in (SPACE, WS) and regex.search(r"\s\s$", data.decode("utf-8", "ignore")):
+            if c in (SPACE, WS) and _WS_RUN.search(data.decode("utf-8", "ignore")):
                 return WS_RUN
             if c == LETTER and _may_end_contraction(data[-3:].decode("utf-8", "ignore")):
                 return CONTRACTION_END
@@ -151,6 +144,20 @@ def first_char_class(data: bytes) -> int:
         if ch is not None:
             return _class(ch)
     return UNKNOWN
+
+
+def _classes(tokens: Sequence[bytes], of: Any, key: Any) -> np.ndarray:
+    """`of(key(t))` for each token, computed once per key (`of(t) == of(key(t))`, as the
+    first character's class depends only on the first 4 bytes)."""
+    seen: dict = {}
+    out = np.empty(len(tokens), dtype=np.intp)
+    for i, t in enumerate(tokens):
+        k = key(t)
+        c = seen.get(k)
+        if c is None:
+            c = seen[k] = of(k)
+        out[i] = c
+    return out
 
 
 def pair_tables(gpt2_regex: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +189,8 @@ def pair_tables(gpt2_regex: bool) -> tuple[np.ndarray, np.ndarray]:
 class CanonicalTokenization(Potential):
     """A Boolean potential over an LM's tokens that accepts the tokenizer's canonical encodings.
 
-    With `enc` the tokenizer's encoding of a text (no special tokens), `bpe` its
+    With `enc` the tokenizer's encoding of a text as a continuation (no special tokens,
+    no prefix space: the tokens spell the text, see `_text_encoding`), `bpe` its
     merges applied to a byte string as a whole (no pre-tokenization, see `ByteBPE`)
     and `ids(ctx)` the token ids of a context:
 
@@ -201,8 +209,12 @@ class CanonicalTokenization(Potential):
     (Vieira et al. 2025, "Language models over canonical byte-pair encodings"); a pair
     across a pre-token boundary is allowed. `prefix` is not complete: it may accept a
     context that no extension makes canonical (mostly at pre-token boundaries), which
-    `complete` then rejects. For tokenizers that are not byte-level BPE only `complete`
-    constrains (prefix accepts every context).
+    `complete` then rejects. A tokenizer that looks whole pre-tokens up first
+    (`ignore_merges`, tiktoken-style) encodes a pre-token either as one token or by
+    its merges, so the first-token test is dropped and pairs are tested with merges
+    alone (a pair inside one pre-token is a pair of its merges). For tokenizers that
+    are not byte-level BPE (SentencePiece) only `complete` constrains (prefix accepts
+    every context).
 
     `logw_next(ctx)` is one row of a table over the last token, built lazily (one
     batched BPE call per row) and kept in an LRU of `cache_size` rows.
@@ -225,7 +237,7 @@ class CanonicalTokenization(Potential):
             raise ValueError(f"cache_size must be a positive int, got {cache_size!r}")
         super().__init__(tables=tables)
         self.tokenizer = tokenizer
-        self.encoder = TokenizerEncoder(tokenizer)
+        self.encoder = continuation_encoder(tokenizer)
         self.bpe = ByteBPE.of(tokenizer)
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
         self._bytes = [bytes(t) for t in tables.vocab]
@@ -233,9 +245,12 @@ class CanonicalTokenization(Potential):
         self._rows: RowCache[np.ndarray] = RowCache(self._row, cache_size)
         gpt2 = self.bpe is not None and self.bpe.gpt2_regex
         self._possible, self._forbidden = pair_tables(gpt2)
-        self._first = np.array([first_char_class(b) for b in self._bytes], dtype=np.intp)
+        self._first = _classes(self._bytes, first_char_class, lambda b: b[:4])
         self._last = np.array([last_char_class(b) for b in self._bytes], dtype=np.intp)
-        self._unary = self._bpe_matches(range(len(self._bytes)), None)
+        if self.bpe is not None and self.bpe.whole_tokens:
+            self._unary = np.ones(len(self._bytes), dtype=bool)  # any token may be a pre-token
+        else:
+            self._unary = self._bpe_matches(range(len(self._bytes)), None)
 
     @classmethod
     def from_llm(cls, llm: Any, cache_size: int = 1024) -> "CanonicalTokenization":

@@ -21,6 +21,7 @@ from genlm.control.potential.built_in.lm._llm_loading import (
     _start_id,
     load_model,
 )
+from genlm.control.potential.built_in.lm._text_encoding import continuation_encoder
 from genlm.control.potential.built_in.lm._token_maps import (
     TokenMaps,
     build_token_maps,
@@ -194,9 +195,10 @@ class PromptedLLM(Potential, HeldByRuns):
     # Tokens -----------------------------------------------------------------
 
     def tokenize(self, text: str) -> list[Token]:
-        """The tokens of `text` (no special tokens added)."""
+        """The tokens of `text` as a continuation: no special tokens added, and no prefix
+        space (a SentencePiece tokenizer's dummy `▁`), so their bytes are `text`'s UTF-8."""
         text = check_text(text, "text")
-        return self.decode_tokens(self.model.tokenizer.encode(text, add_special_tokens=False))
+        return self.decode_tokens(continuation_encoder(self.model.tokenizer).encode(text))
 
     def encode_tokens(self, tokens: Sequence[Any]) -> list[int]:
         """Token ids of `tokens` (`Token`s by id; plain bytes: the first id with those bytes).
