@@ -6,6 +6,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
 from genlm.control.window import BatchAbandoned, Window
@@ -140,8 +141,8 @@ class AutoBatchedPotential(Potential):
     def spawn(self) -> "AutoBatchedPotential":
         return AutoBatchedPotential.of(self.potential.spawn())
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __reduce__(self):
         return (AutoBatchedPotential.of, (self.potential,))

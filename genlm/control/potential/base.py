@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.constant import EOS, EndOfSequence
 from genlm.control.potential._returns import check_returns
 from genlm.control.potential.tables import VocabTables, build_tables
@@ -27,6 +28,11 @@ class SparseLogws(NamedTuple):
 
     indices: np.ndarray
     logws: np.ndarray
+
+
+def _nonempty(contexts: Sequence[list], method: str) -> None:
+    if len(contexts) == 0:
+        raise ValueError(f"{method} needs a non-empty list of contexts")
 
 
 class Potential(ABC):
@@ -224,15 +230,22 @@ class Potential(ABC):
     # Batches ---------------------------------------------------------------
 
     async def batch_complete(self, contexts: Sequence[list]) -> np.ndarray:
-        """`complete` of each context."""
+        """`complete` of each context.
+
+        Raises:
+            ValueError: no contexts (as in 0.4.1, for each `batch_*` default).
+        """
+        _nonempty(contexts, "batch_complete")
         return np.array(await gather_or_cancel(*(self.complete(c) for c in contexts)), dtype=np.float64)
 
     async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
         """`prefix` of each context."""
+        _nonempty(contexts, "batch_prefix")
         return np.array(await gather_or_cancel(*(self.prefix(c) for c in contexts)), dtype=np.float64)
 
     async def batch_score(self, contexts: Sequence[list]) -> np.ndarray:
         """`score` of each context."""
+        _nonempty(contexts, "batch_score")
         return np.array(await gather_or_cancel(*(self.score(c) for c in contexts)), dtype=np.float64)
 
     async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
@@ -241,6 +254,7 @@ class Potential(ABC):
         A potential with `sparse_logw_next` is served by scattering the live entries
         of every context into one block from `alloc_rows`.
         """
+        _nonempty(contexts, "batch_logw_next")
         sparse = await gather_or_cancel(*(self.sparse_logw_next(c) for c in contexts))
         if all(s is not None for s in sparse):
             block = self.alloc_rows(len(contexts))
@@ -274,8 +288,10 @@ class Potential(ABC):
         """An independent copy (for another process or a concurrent prompt)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement spawn()")
 
-    def cleanup(self) -> None:
-        """Release resources held by this potential (no-op by default)."""
+    def cleanup(self) -> Cleaned:
+        """Release resources held by this potential (none by default). The result may
+        be awaited, as 0.4.1's `await potential.cleanup()` does."""
+        return cleaned()
 
     def __getstate__(self) -> dict:
         # The autobatched view holds per-event-loop state; a copy makes its own.
@@ -370,23 +386,43 @@ class Potential(ABC):
 
     # Checks (see genlm.control.testing) -------------------------------------
 
-    async def assert_logw_next_consistency(self, context, top=None, rtol=1e-3, atol=1e-5):
-        """Check `logw_next` against `prefix`/`complete` differences at `context`."""
+    async def assert_contract(
+        self, contexts, batch_contexts=None, rtol=1e-3, atol=1e-5, top=None, verbosity=0
+    ) -> None:
+        """`assert_logw_next_consistency` and `assert_autoreg_fact` at each of `contexts`,
+        then `assert_batch_consistency` over `batch_contexts` (default `contexts`; `[]`
+        skips it). `verbosity > 0` prints each check that holds.
+
+        Raises:
+            AssertionError: a check fails.
+        """
+        for context in contexts:
+            await self.assert_logw_next_consistency(context, rtol, atol, top, verbosity)
+            await self.assert_autoreg_fact(context, rtol, atol, verbosity)
+        group = contexts if batch_contexts is None else batch_contexts
+        if group:
+            await self.assert_batch_consistency(group, rtol, atol, verbosity)
+
+    async def assert_logw_next_consistency(self, context, rtol=1e-3, atol=1e-5, top=None, verbosity=0):
+        """Check `logw_next` against `prefix`/`complete` differences at `context` (the
+        `top` heaviest tokens, all by default)."""
         from genlm.control import testing
 
-        await testing.assert_logw_next_consistency(self, context, top=top, rtol=rtol, atol=atol)
+        await testing.assert_logw_next_consistency(
+            self, context, top=top, rtol=rtol, atol=atol, verbosity=verbosity
+        )
 
-    async def assert_autoreg_fact(self, context, rtol=1e-3, atol=1e-5):
+    async def assert_autoreg_fact(self, context, rtol=1e-3, atol=1e-5, verbosity=0):
         """Check `complete(ctx) = prefix([]) + Σ logw_next + logw_next[EOS]`."""
         from genlm.control import testing
 
-        await testing.assert_autoreg_fact(self, context, rtol=rtol, atol=atol)
+        await testing.assert_autoreg_fact(self, context, rtol=rtol, atol=atol, verbosity=verbosity)
 
-    async def assert_batch_consistency(self, contexts, rtol=1e-3, atol=1e-5):
+    async def assert_batch_consistency(self, contexts, rtol=1e-3, atol=1e-5, verbosity=0):
         """Check that every batch method agrees with its single-context version."""
         from genlm.control import testing
 
-        await testing.assert_batch_consistency(self, contexts, rtol=rtol, atol=atol)
+        await testing.assert_batch_consistency(self, contexts, rtol=rtol, atol=atol, verbosity=verbosity)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(|V|={len(self.tables.vocab)})"

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._trie import SymbolTrie
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
@@ -217,8 +218,8 @@ class Coerced(Potential):
         c.potential = self.potential.spawn()
         return c
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __repr__(self) -> str:
         return f"Coerced({self.potential!r}, |V|={len(self.tables.vocab)})"

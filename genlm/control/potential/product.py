@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import index_for, is_tensor, masked, match, stack
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
@@ -128,9 +129,8 @@ class Product(Potential):
     def spawn(self) -> "Product":
         return Product(self.p1.spawn(), self.p2.spawn())
 
-    def cleanup(self) -> None:
-        self.p1.cleanup()
-        self.p2.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.p1.cleanup(), self.p2.cleanup())
 
     def __repr__(self) -> str:
         return f"Product({self.p1!r}, {self.p2!r})"

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from genlm.control._args import is_real, reject_bool
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import is_tensor
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights, logsumexp
@@ -52,8 +53,8 @@ class Tempered(Potential):
     def spawn(self) -> "Tempered":
         return Tempered(self.potential.spawn(), self.exponent)
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __repr__(self) -> str:
         return f"Tempered({self.potential!r}, {self.exponent})"
@@ -115,8 +116,8 @@ class Normalized(Potential):
     def spawn(self) -> "Normalized":
         return Normalized(self.potential.spawn())
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __repr__(self) -> str:
         return f"Normalized({self.potential!r})"

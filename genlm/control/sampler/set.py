@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, positive_int, reject_bool
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._lru import LRU
 from genlm.control._trie import SymbolTrie
 from genlm.control.draw import current_rng, draw_from
@@ -60,8 +61,9 @@ class SetSampler(ABC):
         logws = await self.target.logw_next(context)
         return logws[self.target.eos]
 
-    def cleanup(self) -> None:
-        """Release resources held by the set sampler (no-op by default)."""
+    def cleanup(self) -> Cleaned:
+        """Release resources held by the set sampler (none by default); awaitable too."""
+        return cleaned()
 
 
 class _Walk:

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable
 
 from genlm.control._args import positive_int
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.util import flatten_units
@@ -158,8 +159,8 @@ class MultiTokenUnitSampler(TokenSampler):
         """The forced-EOS correction at the flattened context."""
         return await self.subunit_sampler.logw_eos(flatten_units(context))
 
-    def cleanup(self) -> None:
-        self.subunit_sampler.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.subunit_sampler.cleanup())
 
     def __repr__(self) -> str:
         return f"MultiTokenUnitSampler({self.subunit_sampler!r}, {self.boundary_predicate!r})"

@@ -100,7 +100,7 @@ async def smc_standard(
     scheme = get_resampler(resampling_method)
     check_seed(seed)
     rng, streams = run_streams(seed)
-    start = float(fold_nan(np.array([await retrying(model.start)]))[0])
+    start = float(fold_nan(np.array([await retrying(model.start_weight)]))[0])
     state = kernel.initial_state(n_particles, start, model.eos)
     recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed) if json_file else None
     step = 0

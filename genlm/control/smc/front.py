@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from genlm.control._args import positive_int
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.potential.base import Potential
 from genlm.control.sampler.record_file import check_output_path
 from genlm.control.sampler.resampling import get_resampler
@@ -94,7 +95,9 @@ class SMC:
         if json_path is not None:
             check_output_path(json_path)
         get_resampler(resampling_method)
-        model = SequenceModel(self.unit_sampler, self.critic, int(max_tokens), terminate_when)
+        model = SequenceModel(
+            self.unit_sampler, self.critic, int(max_tokens), terminate_when=terminate_when
+        )
         pop = await smc_standard(
             model,
             n_particles,
@@ -106,11 +109,10 @@ class SMC:
         )
         return Sequences(pop.contexts, pop.log_weights, record=pop.record)
 
-    async def cleanup(self) -> None:
-        """Release the sampler's and the critic's resources."""
-        self.unit_sampler.cleanup()
-        if self.critic is not None:
-            self.critic.cleanup()
+    def cleanup(self) -> Cleaned:
+        """Release the sampler's and the critic's resources (awaitable, or not)."""
+        critic = None if self.critic is None else self.critic.cleanup()
+        return cleaned(self.unit_sampler.cleanup(), critic)
 
 
 def _check_token_types(unit_sampler: TokenSampler, critic: Potential) -> None:

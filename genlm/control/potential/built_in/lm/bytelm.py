@@ -10,6 +10,7 @@ import numpy as np
 from genlm.backend.llm import AsyncLM
 from genlm.bytes import BeamParams, ByteBeamState
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._lru import LRU
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, logsumexp
@@ -244,7 +245,7 @@ class ByteLLM(Potential):
     async def __aexit__(self, exc_type, exc, tb) -> None:
         self.cleanup()
 
-    def cleanup(self) -> None:
+    def cleanup(self) -> Cleaned:
         """Stop the byte trie's batching task and drop the cached beams (also on leaving
         `async with ByteLLM.from_name(...) as byte_llm:`)."""
         root = self._root
@@ -254,6 +255,7 @@ class ByteLLM(Potential):
         self._cache.clear()
         self._root = None
         self._root_row = None
+        return cleaned()
 
     def __repr__(self) -> str:
         return f"ByteLLM(K={self.beam_params.K}, prompt={len(self._prompt)} bytes)"
