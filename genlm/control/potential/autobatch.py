@@ -141,6 +141,9 @@ class AutoBatchedPotential(Potential):
     def spawn(self) -> "AutoBatchedPotential":
         return AutoBatchedPotential.of(self.potential.spawn())
 
+    def is_terminal_only(self) -> bool:
+        return self.potential.is_terminal_only()
+
     def cleanup(self) -> Cleaned:
         return cleaned(self.potential.cleanup())
 

@@ -162,6 +162,12 @@ class Potential(ABC):
         """The live entries of `logw_next(context)`, or None when not known to be sparse."""
         return None
 
+    def is_terminal_only(self) -> bool:
+        """Whether `prefix(ctx) == 0` for every context, so that the potential weighs only
+        finished sequences; `SMC` then applies such a critic once, at termination.
+        False unless a subclass that keeps this invariant overrides it."""
+        return False
+
     # Fast paths (declared, see `genlm.control.potential.fast_paths`) ---------
 
     #: Whether `logw_next` and `batch_logw_next` cost about what one `prefix` call

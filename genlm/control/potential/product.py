@@ -15,6 +15,16 @@ from genlm.control.weights import LazyWeights
 from genlm.control.window import gather_or_cancel
 
 
+class TokenTypeMismatch(TypeError, ValueError):
+    """Factors of a `Product` over different token types: a `TypeError` (ours) and a
+    `ValueError` (what 0.4.1 raised), so code catching either keeps working."""
+
+
+class SharedVocabularyWarning(RuntimeWarning, UserWarning):
+    """A `Product` keeps fewer tokens than a factor has: a `RuntimeWarning` (as in
+    0.4.1) and a `UserWarning` (ours)."""
+
+
 class Product(Potential):
     """`Product(p1, p2).prefix(xs) = p1.prefix(xs) + p2.prefix(xs)`, likewise `complete`
     and `logw_next`, over the tokens both vocabularies share.
@@ -24,18 +34,24 @@ class Product(Potential):
     their states, masks or set checks.
 
     Raises:
-        TypeError: if the token types differ (coerce one potential first).
+        TokenTypeMismatch (a TypeError and a ValueError): the token types differ
+            (coerce one potential first).
         ValueError: if the vocabularies share no token.
+
+    Warns:
+        SharedVocabularyWarning (a RuntimeWarning and a UserWarning): the shared
+            vocabulary is smaller than a factor's.
     """
 
     def __init__(self, p1: Potential, p2: Potential):
         if not (isinstance(p1, Potential) and isinstance(p2, Potential)):
             raise TypeError("Product takes two potentials")
         if p1.token_type != p2.token_type:
-            raise TypeError(
-                f"cannot multiply potentials with different token types: "
-                f"{p1.token_type!r} and {p2.token_type!r}; coerce one of them first "
-                f"(e.g. fsa.coerce(llm, f=b''.join))"
+            raise TokenTypeMismatch(
+                f"Potentials in product must have the same token type. Got "
+                f"{p1.token_type!r} and {p2.token_type!r}.\nMaybe you forgot to coerce the "
+                "potentials to the same token type? See `Coerce`. (Cannot multiply potentials with "
+                "different token types; coerce one of them first, e.g. fsa.coerce(llm, f=b''.join).)"
             )
         if p1.eos != p2.eos:
             raise ValueError(f"potentials end with different markers: {p1.eos!r}, {p2.eos!r}")
@@ -50,12 +66,14 @@ class Product(Potential):
         shared = [x for x in t1.vocab if x in t2.lookup]
         if not shared:
             raise ValueError(
-                f"the vocabularies of {p1!r} and {p2!r} share no token; their product is empty"
+                f"Potentials in product must share a common vocabulary: the vocabularies of "
+                f"{p1!r} and {p2!r} share no token, so their product is empty"
             )
         if len(shared) < max(len(t1.vocab), len(t2.vocab)):
             warnings.warn(
                 f"Product keeps the {len(shared)} tokens shared by vocabularies of sizes "
                 f"{len(t1.vocab)} and {len(t2.vocab)}",
+                SharedVocabularyWarning,
                 stacklevel=3,
             )
         super().__init__(shared, token_type=p1.token_type, eos=p1.eos)

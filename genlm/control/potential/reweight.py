@@ -17,38 +17,64 @@ from genlm.control.weights import LazyWeights, logsumexp
 class Tempered(Potential):
     """`Tempered(p, a).prefix(xs) = a · p.prefix(xs)`, i.e. the weight `p(xs) ** a`.
 
+    Any finite `a` is allowed, as in 0.4.1: `a = 0` flattens `p` to its support and
+    `a < 0` inverts its weights. A weight of zero stays zero for every `a` (a `-inf`
+    log weight is kept, not multiplied into NaN or `+inf`).
+
     Raises:
         TypeError: if `a` is a bool.
-        ValueError: if `a` is not a finite positive number (NumPy scalars are numbers).
+        ValueError: if `a` is not a finite number (NumPy scalars are numbers).
     """
 
     def __init__(self, potential: Potential, exponent: float):
         reject_bool("the temperature exponent", exponent)
-        if not is_real(exponent) or not math.isfinite(exponent) or exponent <= 0:
-            raise ValueError(f"temperature exponent must be finite and > 0, got {exponent!r}")
+        if not is_real(exponent) or not math.isfinite(exponent):
+            raise ValueError(f"temperature exponent must be a finite number, got {exponent!r}")
         self.potential = potential
         self.exponent = float(exponent)
         super().__init__(tables=potential.tables)
 
+    @property
+    def p(self) -> Potential:
+        """The tempered potential (0.4.1's name)."""
+        return self.potential
+
+    @property
+    def beta(self) -> float:
+        """The exponent (0.4.1's name)."""
+        return self.exponent
+
+    def is_terminal_only(self) -> bool:
+        return self.potential.is_terminal_only()
+
+    def _scale(self, w: Any) -> Any:
+        """`a · w` with `-inf` entries kept (for `a > 0` they stay `-inf` anyway)."""
+        if self.exponent > 0:
+            return self.exponent * w
+        if is_tensor(w):
+            return w.where(w.isneginf(), w * self.exponent)
+        w = np.asarray(w, dtype=np.float64)
+        return np.where(np.isneginf(w), w, w * self.exponent)
+
     async def prefix(self, context):
-        return self.exponent * await self.potential.prefix(context)
+        return float(self._scale(np.float64(await self.potential.prefix(context))))
 
     async def complete(self, context):
-        return self.exponent * await self.potential.complete(context)
+        return float(self._scale(np.float64(await self.potential.complete(context))))
 
     async def batch_prefix(self, contexts):
-        return self.exponent * np.asarray(await self.potential.batch_prefix(contexts))
+        return self._scale(np.asarray(await self.potential.batch_prefix(contexts), dtype=np.float64))
 
     async def batch_complete(self, contexts):
-        return self.exponent * np.asarray(await self.potential.batch_complete(contexts))
+        return self._scale(np.asarray(await self.potential.batch_complete(contexts), dtype=np.float64))
 
     async def logw_next(self, context) -> LazyWeights:
         w = await self.potential.logw_next(context)
-        return self.make_lazy_weights(self.exponent * w.weights)
+        return self.make_lazy_weights(self._scale(w.weights))
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         ws = await self.potential.batch_logw_next(contexts)
-        return [self.make_lazy_weights(self.exponent * w.weights) for w in ws]
+        return [self.make_lazy_weights(self._scale(w.weights)) for w in ws]
 
     def spawn(self) -> "Tempered":
         return Tempered(self.potential.spawn(), self.exponent)
@@ -71,6 +97,11 @@ class Normalized(Potential):
     def __init__(self, potential: Potential):
         self.potential = potential
         super().__init__(tables=potential.tables)
+
+    @property
+    def p(self) -> Potential:
+        """The normalized potential (0.4.1's name)."""
+        return self.potential
 
     @staticmethod
     def _norm(w: Any) -> Any:

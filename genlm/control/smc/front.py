@@ -13,10 +13,15 @@ from genlm.control.potential.base import Potential
 from genlm.control.sampler.record_file import check_output_path
 from genlm.control.sampler.resampling import get_resampler
 from genlm.control.sampler.token import TokenSampler
-from genlm.control.smc.driver import smc_standard
+from genlm.control.smc.driver import check_args, smc_standard
 from genlm.control.smc.particle import SequenceModel
 from genlm.control.smc.sequences import Sequences
 from genlm.control.typing import Sequence as SequenceType
+
+
+class SMCArgumentError(TypeError, ValueError):
+    """`SMC` given something that is not a unit sampler, or a critic that is not a
+    `Potential`: a `TypeError` (ours) and a `ValueError` (what 0.4.1 raised)."""
 
 
 class SMC:
@@ -38,16 +43,19 @@ class SMC:
         autobatch: serve the particles' concurrent critic calls as batches.
 
     Raises:
-        TypeError: if `unit_sampler` is not a `TokenSampler` or `critic` not a `Potential`.
+        SMCArgumentError (a TypeError and a ValueError): `unit_sampler` is not a
+            `TokenSampler`, or `critic` is not a `Potential`.
         ValueError: if the critic's token type differs from the sampler's.
     """
 
     def __init__(self, unit_sampler: TokenSampler, critic: Potential | None = None, autobatch: bool = True):
         if not isinstance(unit_sampler, TokenSampler):
-            raise TypeError(f"unit_sampler must be a TokenSampler, got {type(unit_sampler).__name__}")
+            raise SMCArgumentError(
+                f"unit_sampler must be a TokenSampler, got {type(unit_sampler).__name__}"
+            )
         if critic is not None:
             if not isinstance(critic, Potential):
-                raise TypeError(f"critic must be a Potential, got {type(critic).__name__}")
+                raise SMCArgumentError(f"critic must be a Potential, got {type(critic).__name__}")
             _check_token_types(unit_sampler, critic)
             if autobatch:
                 critic = critic.to_autobatched()
@@ -95,8 +103,16 @@ class SMC:
         if json_path is not None:
             check_output_path(json_path)
         get_resampler(resampling_method)
+        # Without resampling, or with a critic that weighs only finished sequences,
+        # twisting changes no final weight: the critic is applied once, at the end.
+        check_args(n_particles, ess_threshold)
+        twist = ess_threshold > 0 and self.critic is not None and not self.critic.is_terminal_only()
         model = SequenceModel(
-            self.unit_sampler, self.critic, int(max_tokens), terminate_when=terminate_when
+            self.unit_sampler,
+            self.critic,
+            int(max_tokens),
+            twist_with_critic=twist,
+            terminate_when=terminate_when,
         )
         pop = await smc_standard(
             model,
