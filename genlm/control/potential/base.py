@@ -12,7 +12,7 @@ from genlm.control.constant import EOS, EndOfSequence
 from genlm.control.potential._returns import check_returns
 from genlm.control.potential.tables import VocabTables, build_tables
 from genlm.control.typing import TokenType
-from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.weights import NEG_INF, LazyWeights, LazyWeightsBatch
 from genlm.control.window import gather_or_cancel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -267,13 +267,16 @@ class Potential(ABC):
             for row, s in zip(block, sparse):
                 row[s.indices] = s.logws
             return self.rows_to_weights(block)
-        return list(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
+        return LazyWeightsBatch(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
 
     # Weights ---------------------------------------------------------------
 
     def make_lazy_weights(self, weights: Any, log: bool = True) -> LazyWeights:
-        """Wrap an array over `vocab_eos` as `LazyWeights`."""
+        """Wrap an array over `vocab_eos` as `LazyWeights`; a 2-D block of rows (0.4.1's
+        batched form) gives a `LazyWeightsBatch`, one `LazyWeights` per row."""
         t = self.tables
+        if getattr(weights, "ndim", 1) == 2:
+            return LazyWeightsBatch.of_block(weights, t.lookup, t.vocab_eos, log, t.fallback)
         return LazyWeights(weights, t.lookup, t.vocab_eos, log, t.fallback)
 
     def alloc_logws(self, default: float = NEG_INF) -> np.ndarray:
@@ -284,9 +287,11 @@ class Potential(ABC):
         """A block of `n` rows of `-inf` over `vocab_eos` (override to place it on a device)."""
         return np.full((n, len(self.tables.vocab_eos)), NEG_INF, dtype=np.float64)
 
-    def rows_to_weights(self, block: np.ndarray) -> list[LazyWeights]:
-        """Wrap each row of a block as `LazyWeights` (rows share the block's memory)."""
-        return [self.make_lazy_weights(row) for row in block]
+    def rows_to_weights(self, block: np.ndarray) -> LazyWeightsBatch:
+        """Wrap each row of a block as `LazyWeights` (rows share the block's memory); the
+        list is also the batched `LazyWeights` of 0.4.1 (`.weights` is the block)."""
+        t = self.tables
+        return LazyWeightsBatch.of_block(block, t.lookup, t.vocab_eos, True, t.fallback)
 
     # Copies ---------------------------------------------------------------
 

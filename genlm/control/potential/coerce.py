@@ -13,7 +13,7 @@ from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._trie import SymbolTrie
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
-from genlm.control.weights import NEG_INF, LazyWeights, host_rows
+from genlm.control.weights import NEG_INF, LazyWeights, LazyWeightsBatch, host_rows
 from genlm.control.window import gather_or_cancel
 
 
@@ -210,7 +210,7 @@ class Coerced(Potential):
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         if not self.homomorphic:
             return await super().batch_logw_next(contexts)
-        return list(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
+        return LazyWeightsBatch(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
 
     def spawn(self) -> "Coerced":
         c = object.__new__(Coerced)

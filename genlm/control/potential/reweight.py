@@ -11,7 +11,7 @@ from genlm.control._args import is_real, reject_bool
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import is_tensor
 from genlm.control.potential.base import Potential
-from genlm.control.weights import LazyWeights, logsumexp
+from genlm.control.weights import LazyWeights, LazyWeightsBatch, logsumexp
 
 
 class Tempered(Potential):
@@ -74,7 +74,7 @@ class Tempered(Potential):
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         ws = await self.potential.batch_logw_next(contexts)
-        return [self.make_lazy_weights(self._scale(w.weights)) for w in ws]
+        return LazyWeightsBatch([self.make_lazy_weights(self._scale(w.weights)) for w in ws])
 
     def spawn(self) -> "Tempered":
         return Tempered(self.potential.spawn(), self.exponent)
@@ -118,7 +118,7 @@ class Normalized(Potential):
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         ws = await self.potential.batch_logw_next(contexts)
-        return [self.make_lazy_weights(self._norm(w.weights)) for w in ws]
+        return LazyWeightsBatch([self.make_lazy_weights(self._norm(w.weights)) for w in ws])
 
     async def _path_logws(self, context, eos: bool) -> float:
         tokens = list(context) + ([self.eos] if eos else [])
