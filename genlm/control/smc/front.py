@@ -118,8 +118,8 @@ class SMC:
             model,
             n_particles,
             ess_threshold,
+            resampling_method,
             json_path,
-            resampling_method=resampling_method,
             seed=seed,
             verbosity=verbosity,
         )
