@@ -24,6 +24,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -162,10 +163,21 @@ def run_file(src: Path, test_file: Path, timeout: float, package: Path) -> list[
     rel = test_file.relative_to(src)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
            "-o", "asyncio_mode=auto", "-p", "compat041_stubs", f"--junitxml={report}", str(rel)]
+    report.unlink(missing_ok=True)
+    # Its own session, so that a timeout kills every process the tests started.
+    proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        subprocess.run(cmd, cwd=src, env=env, timeout=timeout, capture_output=True, check=False)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
         return [(f"{rel.name}::*", "failed", f"timed out after {timeout:.0f}s")]
+    return parse_report(report, rel)
+
+
+def parse_report(report: Path, rel: Path) -> list[tuple[str, str, str]]:
+    """(test id, outcome, message) for each test case of a JUnit report."""
     if not report.exists():
         return [(f"{rel.name}::*", "failed", "no report (collection crashed)")]
     rows = []
@@ -228,6 +240,8 @@ def main() -> None:
     ap.add_argument("--keep", help="unpack into this directory and keep it")
     ap.add_argument("--only", help="run only test files whose path contains this")
     ap.add_argument("--package", default=str(ROOT), help="checkout whose genlm.control is tested")
+    ap.add_argument("--reports", action="store_true",
+                    help="only tabulate the reports an earlier run left in --keep DIR")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per test file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,6 +257,10 @@ def main() -> None:
         results = {}
         for f in files:
             key = str(f.relative_to(src / "tests"))
+            if args.reports:
+                rel = f.relative_to(src)
+                results[key] = parse_report(src / (f.stem + ".xml"), rel)
+                continue
             results[key] = run_file(src, f, args.timeout, Path(args.package))
             print(f"{key}: done", file=sys.stderr, flush=True)
         print(table(results))
