@@ -188,7 +188,7 @@ def parse_report(report: Path, rel: Path) -> list[tuple[str, str, str]]:
             bad = case.find("error")
         if bad is not None:
             message = bad.get("message") or ""
-            mark = re.search(r"0\.4\.1 internal: ([\w.]+)", message + (bad.text or ""))
+            mark = re.search(r"0\.4\.1 internal: ([\w.]+)", message + "\n" + (bad.text or ""))
             first = (message.splitlines() or [""])[0][:110]
             rows.append((name, "failed", f"0.4.1 internal: {mark.group(1)}" if mark else first))
         elif case.find("skipped") is not None:
@@ -254,16 +254,21 @@ def main() -> None:
         files = sorted((src / "tests").rglob("test_*.py"))
         if args.only:
             files = [f for f in files if args.only in str(f.relative_to(src))]
-        results = {}
+        results: dict = {}
+        skipped: list[str] = []
         for f in files:
             key = str(f.relative_to(src / "tests"))
             if args.reports:
-                rel = f.relative_to(src)
-                results[key] = parse_report(src / (f.stem + ".xml"), rel)
+                if (src / (f.stem + ".xml")).exists():
+                    results[key] = parse_report(src / (f.stem + ".xml"), f.relative_to(src))
+                else:
+                    skipped.append(key)
                 continue
             results[key] = run_file(src, f, args.timeout, Path(args.package))
             print(f"{key}: done", file=sys.stderr, flush=True)
         print(table(results))
+        if skipped:
+            print("\nNo report (not run): " + ", ".join(skipped))
         failures = [(t, m) for rows in results.values() for t, o, m in rows if o == "failed"]
         print("\nFailures that need a model not available offline:")
         for t, _ in failures:
