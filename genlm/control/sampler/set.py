@@ -193,10 +193,9 @@ class TrieSetSampler(SetSampler):
             weights[list(skip)] = 0.0
         return self.trie.masses(weights)
 
-    def cleanup(self) -> None:
+    def cleanup(self) -> Cleaned:
         self._carried.clear()
-        self.iter_potential.cleanup()
-        self.item_potential.cleanup()
+        return cleaned(self.iter_potential.cleanup(), self.item_potential.cleanup())
 
 
 def _choose(probs: np.ndarray, keys: list, draw: Any, rng: np.random.Generator | None) -> int:
@@ -333,8 +332,8 @@ class SetTokenSampler(TokenSampler):
     async def logw_eos(self, context):
         return await self.set_sampler.logw_eos(list(context))
 
-    def cleanup(self) -> None:
-        self.set_sampler.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.set_sampler.cleanup())
 
 
 def eager_token_sampler(iter_potential: Potential, item_potential: Potential) -> SetTokenSampler:
