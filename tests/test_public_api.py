@@ -206,7 +206,7 @@ def test_resampling_methods_keep_both_signatures():
     np.testing.assert_array_equal(out, [0, 0, 0, 1, 1, 1])
     with pytest.raises(TypeError, match=r"\(rng, weights, n\)"):
         scheme(np.array([0.5, 0.5]), 3)
-    with pytest.raises(ValueError, match="unknown resampling method 'bogus'"):
+    with pytest.raises(ValueError, match="Unknown resampling method 'bogus'"):
         importlib.import_module("genlm.control.sampler.resampling").get_resampling_fn("bogus")
 
 

@@ -227,6 +227,89 @@ class LazyWeights:
         return f"LazyWeights({kind}{shown}{' ...' if len(self) > 5 else ''})"
 
 
+class LazyWeightsBatch(list):
+    """The rows of one `batch_logw_next`: a list of `LazyWeights`, one per context, that
+    also answers as 0.4.1's one batched `LazyWeights` of shape `[N, V+1]`.
+
+    Indexing, iteration and `len` are the list's (row `i` is the `LazyWeights` of
+    context `i`); `weights` is the `[N, V+1]` block (the rows are views of it when
+    the batch was built from a block, else it is stacked from them), and `spawn`,
+    `normalize`, `host`, `assert_equal`, `encode`, `decode` and `is_log` act on the
+    whole batch. Rows stay where they are: a tensor block stays on its device.
+    """
+
+    def __init__(self, rows: Sequence[LazyWeights] = (), block: Any = None):
+        super().__init__(rows)
+        self._block = block
+
+    @classmethod
+    def of_block(
+        cls,
+        block: Any,
+        encode: Mapping[Any, int],
+        decode: Sequence[Any],
+        log: bool = True,
+        fallback: Mapping[Any, int] | None = None,
+    ) -> "LazyWeightsBatch":
+        """One `LazyWeights` per row of `block` (a 2-D array or tensor), sharing its memory."""
+        if not is_tensor(block) and not isinstance(block, np.ndarray):
+            block = np.asarray(block, dtype=np.float64)
+        rows = [LazyWeights(row, encode, decode, log, fallback) for row in block]
+        return cls(rows, block if len(rows) and rows[0].weights.dtype == block.dtype else None)
+
+    def _first(self) -> LazyWeights:
+        if not self:
+            raise ValueError("an empty batch of weights has no vocabulary")
+        return self[0]
+
+    @property
+    def weights(self) -> Any:
+        """The `[N, V+1]` block of the rows' weights."""
+        block = self._block
+        if block is not None and len(block) == len(self):
+            return block
+        first = self._first().weights
+        if is_tensor(first):
+            import torch
+
+            return torch.stack([r.weights for r in self])
+        return np.stack([r.weights for r in self])
+
+    @property
+    def encode(self) -> Mapping[Any, int]:
+        return self._first().encode
+
+    @property
+    def decode(self) -> Sequence[Any]:
+        return self._first().decode
+
+    @property
+    def is_log(self) -> bool:
+        return self._first().is_log
+
+    def host(self) -> np.ndarray:
+        """The block as a float64 NumPy array (tensors read back in one transfer)."""
+        return np.stack(host_rows(self)) if self else np.zeros((0, 0))
+
+    def spawn(self, new_weights: Any, log: bool | None = None) -> "LazyWeights | LazyWeightsBatch":
+        """New weights over the same tokens: a batch for a 2-D block, one row for 1-D."""
+        first = self._first()
+        log = first.is_log if log is None else log
+        if getattr(new_weights, "ndim", np.ndim(new_weights)) == 2:
+            return LazyWeightsBatch.of_block(new_weights, first.encode, first.decode, log, first.fallback)
+        return first.spawn(new_weights, log)
+
+    def normalize(self) -> "LazyWeightsBatch":
+        """Each row divided by its sum."""
+        return LazyWeightsBatch([r.normalize() for r in self])
+
+    def assert_equal(self, other: Sequence[LazyWeights], rtol: float = 1e-5, atol: float = 1e-8) -> None:
+        """Assert the same number of rows, each equal to `other`'s."""
+        assert len(self) == len(other), f"{len(self)} rows against {len(other)}"
+        for mine, theirs in zip(self, other):
+            mine.assert_equal(theirs, rtol=rtol, atol=atol)
+
+
 def _read_back_all(parts: Sequence[Any]) -> list[np.ndarray]:
     """Arrays of equal shape as float64 NumPy; the tensors among them are read back
     together, in one transfer (on the first tensor's device, in their common dtype)."""
@@ -256,4 +339,4 @@ def eos_column(rows: Sequence[LazyWeights]) -> list[float]:
     return [NEG_INF if v != v else v for v in values]
 
 
-__all__ = ["host_rows", "eos_column", "LazyWeights", "logsumexp", "fold_nan", "NEG_INF"]
+__all__ = ["host_rows", "eos_column", "LazyWeights", "LazyWeightsBatch", "logsumexp", "fold_nan", "NEG_INF"]

@@ -72,7 +72,7 @@ async def test_tempered_scales_log_weights(seed, a):
     await check_potential(t, CONTEXTS)
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan")])
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
 def test_tempered_rejects_bad_exponents(bad):
     with pytest.raises(ValueError, match="exponent"):
         Tabular(["a"], {("a",): 1.0}) ** bad

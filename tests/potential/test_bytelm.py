@@ -100,7 +100,8 @@ async def test_check_potential_narrow_beam(model):
 async def test_rows_are_normalized_and_cached(byte_lm):
     w = await byte_lm.logw_next(list(b"ab"))
     assert w.sum() == pytest.approx(0.0, abs=1e-9)
-    assert len(byte_lm.vocab_eos) == 257 and byte_lm.vocab == list(range(256))
+    assert len(byte_lm.vocab_eos) == 257 and byte_lm.vocab == [bytes([i]) for i in range(256)]
+    assert w[b"a"] == w[ord("a")] > float("-inf")  # a byte value names its one-byte token
     assert b"ab" in byte_lm._cache and byte_lm._cache[b"ab"].row is not None
     np.testing.assert_array_equal((await byte_lm.logw_next([b"a", b"b"])).weights, w.weights)
 

@@ -26,7 +26,7 @@ NEG_INF = float("-inf")
 
 
 async def unit_weights(sampler: MultiTokenUnitSampler, context: list) -> dict:
-    """Σ over units of Π target.logw_next along the unit, by recursion over the target."""
+    """Σ over complete units of Π target.logw_next along the unit, by recursion over the target."""
     target, tokens = sampler.target, flatten_units(context)
     out: dict = {}
 
@@ -36,10 +36,11 @@ async def unit_weights(sampler: MultiTokenUnitSampler, context: list) -> dict:
             if w == NEG_INF:
                 continue
             u = unit + [x]
-            if x == EOS or len(u) >= sampler.max_subunits_per_unit or await sampler._ends(context, u):
+            if x == EOS or await sampler._ends(context, u):
                 out[tuple(u)] = logw + w
-            else:
+            elif len(u) < sampler.max_subunits_per_unit:
                 await grow(u, logw + w)
+            # a unit capped without a boundary has weight zero
 
     await grow([], 0.0)
     return out
@@ -110,12 +111,17 @@ async def test_units_end_at_eos_and_flatten_to_the_token_sequence():
     assert logw == pytest.approx(sum(sums))  # the direct sampler weighs each draw by log Σw
 
 
-async def test_max_subunits_caps_the_unit():
+async def test_max_subunits_caps_the_unit_with_weight_zero():
+    """A unit with no boundary within the cap is no unit: weight -inf (as in 0.4.1)."""
     p = NextTable(LETTERS[:2], lambda ctx: np.array([0.0, 0.0, NEG_INF]))
     sampler = MultiTokenUnitSampler(direct_token_sampler(p), lambda ctx, u: False, max_subunits_per_unit=4)
-    unit, logw, _ = await sampler.sample([])
-    assert len(unit) == 4
-    assert logw == pytest.approx(4 * math.log(2.0))
+    unit, logw, logp = await sampler.sample([])
+    assert len(unit) == 4 and logw == NEG_INF
+    assert logp == pytest.approx(4 * math.log(0.5))
+    # a boundary on the last allowed subunit still makes a unit
+    ends_at_4 = MultiTokenUnitSampler(direct_token_sampler(p), FixedLengthBoundary(4), max_subunits_per_unit=4)
+    unit, logw, _ = await ends_at_4.sample([])
+    assert len(unit) == 4 and logw == pytest.approx(4 * math.log(2.0))
 
 
 async def test_logw_eos_and_start_weight_use_the_flattened_context():

@@ -23,7 +23,7 @@ async def test_a_step_adds_the_direct_weight_and_the_twist():
         (token,) = model.context
         want = 0.0 if token == EOS else -0.3 * token.isdigit()  # complete([]) = 0 at EOS
         assert math.isclose(inc, want, abs_tol=1e-12)
-        assert math.isclose(model.twist, want, abs_tol=1e-12)
+        assert math.isclose(model.twist_amount, want, abs_tol=1e-12)
         tokens.add(token)
     assert any(t != EOS and t.isdigit() for t in tokens) and any(t != EOS and t.isalpha() for t in tokens)
 

@@ -6,8 +6,9 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.potential.base import Potential
-from genlm.control.weights import LazyWeights
+from genlm.control.weights import LazyWeights, LazyWeightsBatch
 from genlm.control.window import BatchAbandoned, Window
 
 
@@ -99,7 +100,7 @@ class AutoBatchedPotential(Potential):
         return np.asarray(await self._many("score", contexts), dtype=np.float64)
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
-        return await self._many("logw_next", contexts)
+        return LazyWeightsBatch(await self._many("logw_next", contexts))
 
     # Fast paths: the inner potential's, forwarded (see `fast_paths`) ----------
 
@@ -140,8 +141,11 @@ class AutoBatchedPotential(Potential):
     def spawn(self) -> "AutoBatchedPotential":
         return AutoBatchedPotential.of(self.potential.spawn())
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def is_terminal_only(self) -> bool:
+        return self.potential.is_terminal_only()
+
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __reduce__(self):
         return (AutoBatchedPotential.of, (self.potential,))
@@ -156,8 +160,15 @@ class AutoBatchedPotential(Potential):
         return f"AutoBatchedPotential({self.potential!r})"
 
 
-def autobatched(potential: Potential) -> AutoBatchedPotential:
-    """The autobatched view of `potential` (`potential.to_autobatched()`), by its 0.4.1 name."""
+def autobatched(potential: Potential | None) -> AutoBatchedPotential | None:
+    """The autobatched view of `potential` (`potential.to_autobatched()`), by its 0.4.1
+    name; None stays None (an optional critic or proposal), as in 0.4.1.
+
+    Raises:
+        TypeError: anything else that is not a `Potential`.
+    """
+    if potential is None:
+        return None
     if not isinstance(potential, Potential):
         raise TypeError(f"autobatched needs a Potential, got {type(potential).__name__}")
     return AutoBatchedPotential.of(potential)

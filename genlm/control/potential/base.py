@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.constant import EOS, EndOfSequence
 from genlm.control.potential._returns import check_returns
 from genlm.control.potential.tables import VocabTables, build_tables
 from genlm.control.typing import TokenType
-from genlm.control.weights import NEG_INF, LazyWeights
+from genlm.control.weights import NEG_INF, LazyWeights, LazyWeightsBatch
 from genlm.control.window import gather_eager, gather_or_cancel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +28,11 @@ class SparseLogws(NamedTuple):
 
     indices: np.ndarray
     logws: np.ndarray
+
+
+def _nonempty(contexts: Sequence[list], method: str) -> None:
+    if len(contexts) == 0:
+        raise ValueError(f"{method} needs a non-empty list of contexts")
 
 
 class Potential(ABC):
@@ -160,6 +166,12 @@ class Potential(ABC):
         """The live entries of `logw_next(context)`, or None when not known to be sparse."""
         return None
 
+    def is_terminal_only(self) -> bool:
+        """Whether `prefix(ctx) == 0` for every context, so that the potential weighs only
+        finished sequences; `SMC` then applies such a critic once, at termination.
+        False unless a subclass that keeps this invariant overrides it."""
+        return False
+
     # Fast paths (declared, see `genlm.control.potential.fast_paths`) ---------
 
     #: Whether `logw_next` and `batch_logw_next` cost about what one `prefix` call
@@ -228,15 +240,22 @@ class Potential(ABC):
     # Batches ---------------------------------------------------------------
 
     async def batch_complete(self, contexts: Sequence[list]) -> np.ndarray:
-        """`complete` of each context."""
+        """`complete` of each context.
+
+        Raises:
+            ValueError: no contexts (as in 0.4.1, for each `batch_*` default).
+        """
+        _nonempty(contexts, "batch_complete")
         return np.array(await gather_or_cancel(*(self.complete(c) for c in contexts)), dtype=np.float64)
 
     async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
         """`prefix` of each context (a `prefix` that never suspends runs without a task)."""
+        _nonempty(contexts, "batch_prefix")
         return np.array(await gather_eager(self.prefix(c) for c in contexts), dtype=np.float64)
 
     async def batch_score(self, contexts: Sequence[list]) -> np.ndarray:
         """`score` of each context."""
+        _nonempty(contexts, "batch_score")
         return np.array(await gather_or_cancel(*(self.score(c) for c in contexts)), dtype=np.float64)
 
     async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
@@ -245,19 +264,23 @@ class Potential(ABC):
         A potential with `sparse_logw_next` is served by scattering the live entries
         of every context into one block from `alloc_rows`.
         """
+        _nonempty(contexts, "batch_logw_next")
         sparse = await gather_or_cancel(*(self.sparse_logw_next(c) for c in contexts))
         if all(s is not None for s in sparse):
             block = self.alloc_rows(len(contexts))
             for row, s in zip(block, sparse):
                 row[s.indices] = s.logws
             return self.rows_to_weights(block)
-        return list(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
+        return LazyWeightsBatch(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
 
     # Weights ---------------------------------------------------------------
 
     def make_lazy_weights(self, weights: Any, log: bool = True) -> LazyWeights:
-        """Wrap an array over `vocab_eos` as `LazyWeights`."""
+        """Wrap an array over `vocab_eos` as `LazyWeights`; a 2-D block of rows (0.4.1's
+        batched form) gives a `LazyWeightsBatch`, one `LazyWeights` per row."""
         t = self.tables
+        if getattr(weights, "ndim", 1) == 2:
+            return LazyWeightsBatch.of_block(weights, t.lookup, t.vocab_eos, log, t.fallback)
         return LazyWeights(weights, t.lookup, t.vocab_eos, log, t.fallback)
 
     def alloc_logws(self, default: float = NEG_INF) -> np.ndarray:
@@ -268,9 +291,11 @@ class Potential(ABC):
         """A block of `n` rows of `-inf` over `vocab_eos` (override to place it on a device)."""
         return np.full((n, len(self.tables.vocab_eos)), NEG_INF, dtype=np.float64)
 
-    def rows_to_weights(self, block: np.ndarray) -> list[LazyWeights]:
-        """Wrap each row of a block as `LazyWeights` (rows share the block's memory)."""
-        return [self.make_lazy_weights(row) for row in block]
+    def rows_to_weights(self, block: np.ndarray) -> LazyWeightsBatch:
+        """Wrap each row of a block as `LazyWeights` (rows share the block's memory); the
+        list is also the batched `LazyWeights` of 0.4.1 (`.weights` is the block)."""
+        t = self.tables
+        return LazyWeightsBatch.of_block(block, t.lookup, t.vocab_eos, True, t.fallback)
 
     # Copies ---------------------------------------------------------------
 
@@ -278,8 +303,10 @@ class Potential(ABC):
         """An independent copy (for another process or a concurrent prompt)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement spawn()")
 
-    def cleanup(self) -> None:
-        """Release resources held by this potential (no-op by default)."""
+    def cleanup(self) -> Cleaned:
+        """Release resources held by this potential (none by default). The result may
+        be awaited, as 0.4.1's `await potential.cleanup()` does."""
+        return cleaned()
 
     def __getstate__(self) -> dict:
         # The autobatched view holds per-event-loop state; a copy makes its own.
@@ -374,23 +401,43 @@ class Potential(ABC):
 
     # Checks (see genlm.control.testing) -------------------------------------
 
-    async def assert_logw_next_consistency(self, context, top=None, rtol=1e-3, atol=1e-5):
-        """Check `logw_next` against `prefix`/`complete` differences at `context`."""
+    async def assert_contract(
+        self, contexts, batch_contexts=None, rtol=1e-3, atol=1e-5, top=None, verbosity=0
+    ) -> None:
+        """`assert_logw_next_consistency` and `assert_autoreg_fact` at each of `contexts`,
+        then `assert_batch_consistency` over `batch_contexts` (default `contexts`; `[]`
+        skips it). `verbosity > 0` prints each check that holds.
+
+        Raises:
+            AssertionError: a check fails.
+        """
+        for context in contexts:
+            await self.assert_logw_next_consistency(context, rtol, atol, top, verbosity)
+            await self.assert_autoreg_fact(context, rtol, atol, verbosity)
+        group = contexts if batch_contexts is None else batch_contexts
+        if group:
+            await self.assert_batch_consistency(group, rtol, atol, verbosity)
+
+    async def assert_logw_next_consistency(self, context, rtol=1e-3, atol=1e-5, top=None, verbosity=0):
+        """Check `logw_next` against `prefix`/`complete` differences at `context` (the
+        `top` heaviest tokens, all by default)."""
         from genlm.control import testing
 
-        await testing.assert_logw_next_consistency(self, context, top=top, rtol=rtol, atol=atol)
+        await testing.assert_logw_next_consistency(
+            self, context, top=top, rtol=rtol, atol=atol, verbosity=verbosity
+        )
 
-    async def assert_autoreg_fact(self, context, rtol=1e-3, atol=1e-5):
+    async def assert_autoreg_fact(self, context, rtol=1e-3, atol=1e-5, verbosity=0):
         """Check `complete(ctx) = prefix([]) + Σ logw_next + logw_next[EOS]`."""
         from genlm.control import testing
 
-        await testing.assert_autoreg_fact(self, context, rtol=rtol, atol=atol)
+        await testing.assert_autoreg_fact(self, context, rtol=rtol, atol=atol, verbosity=verbosity)
 
-    async def assert_batch_consistency(self, contexts, rtol=1e-3, atol=1e-5):
+    async def assert_batch_consistency(self, contexts, rtol=1e-3, atol=1e-5, verbosity=0):
         """Check that every batch method agrees with its single-context version."""
         from genlm.control import testing
 
-        await testing.assert_batch_consistency(self, contexts, rtol=rtol, atol=atol)
+        await testing.assert_batch_consistency(self, contexts, rtol=rtol, atol=atol, verbosity=verbosity)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(|V|={len(self.tables.vocab)})"

@@ -8,11 +8,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._trie import SymbolTrie
 from genlm.control._warn import warn_user
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
-from genlm.control.weights import NEG_INF, LazyWeights, host_rows
+from genlm.control.potential.tables import VocabTables
+from genlm.control.weights import NEG_INF, LazyWeights, LazyWeightsBatch, host_rows
 from genlm.control.window import gather_or_cancel
 
 
@@ -89,6 +91,31 @@ class CarriedNodes:
         return row
 
 
+def _target_of(target: Any, target_vocab: Any, tables: Any) -> tuple[Any, VocabTables | None]:
+    """The target (a potential or a vocabulary; 0.4.1 passed it as `target_vocab=`) and
+    its tables: the potential's, or `tables` given for a vocabulary.
+
+    Raises:
+        TypeError: neither or both of `target` and `target_vocab`; `tables` that are
+            not `VocabTables`.
+        ValueError: `tables` over another vocabulary than `target_vocab`.
+    """
+    if (target is None) == (target_vocab is None):
+        raise TypeError("Coerced needs one target: a potential or a vocabulary (target_vocab=)")
+    target = target if target is not None else target_vocab
+    if isinstance(target, Potential):
+        return target, target.tables
+    if tables is None:
+        return target, None
+    if not isinstance(tables, VocabTables):
+        raise TypeError(f"tables must be VocabTables (Potential.build_tables), got {type(tables).__name__}")
+    if not isinstance(target, (str, bytes)) and hasattr(target, "__iter__"):
+        vocab = list(target)
+        if len(vocab) != len(tables.vocab) or vocab != list(tables.vocab):
+            raise ValueError("tables were built over another vocabulary than the coercion's target")
+    return target, tables
+
+
 class Coerced(Potential):
     """`Coerced(p, other, f).prefix(xs) = p.prefix(f(xs))`; likewise `complete`.
 
@@ -102,6 +129,10 @@ class Coerced(Potential):
     (the compiled engine's `GuidedCoerced`) passes `walk=False`: no symbol trie is
     built and no token is pruned (its values are still `p.prefix(f(xs))`).
 
+    `Coerced(potential, target_vocab, f, prune=True, homomorphic=None, trie=None,
+    tables=None)` is 0.4.1's signature: the target may be given as `target_vocab=`,
+    and `tables=` (from `Potential.build_tables(target_vocab)`) shares its tables.
+
     Raises:
         ValueError: if no token of `other` maps into `p`'s vocabulary.
     """
@@ -109,14 +140,17 @@ class Coerced(Potential):
     def __init__(
         self,
         potential: Potential,
-        target: Potential | Sequence[Any],
-        f: Callable[[list], Any],
+        target: Potential | Sequence[Any] | None = None,
+        f: Callable[[list], Any] | None = None,
         prune: bool = True,
         homomorphic: bool | None = None,
         trie: SymbolTrie | None = None,
+        tables: VocabTables | None = None,
         *,
+        target_vocab: Sequence[Any] | None = None,
         walk: bool = True,
     ):
+        target, target_tables = _target_of(target, target_vocab, tables)
         if not callable(f):
             raise TypeError("coerce needs a callable f mapping contexts")
         if not isinstance(target, Potential) and (
@@ -129,7 +163,6 @@ class Coerced(Potential):
         self.f = f
         self.prune = prune
         self.homomorphic = is_join(f) if homomorphic is None else bool(homomorphic)
-        target_tables = target.tables if isinstance(target, Potential) else None
         if not walk:
             self.trie = None
             super().__init__(list(target) if target_tables is None else None, tables=target_tables)
@@ -210,7 +243,7 @@ class Coerced(Potential):
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         if not self.homomorphic:
             return await super().batch_logw_next(contexts)
-        return list(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
+        return LazyWeightsBatch(await gather_or_cancel(*(self.logw_next(c) for c in contexts)))
 
     def spawn(self) -> "Coerced":
         c = object.__new__(Coerced)
@@ -218,8 +251,8 @@ class Coerced(Potential):
         c.potential = self.potential.spawn()
         return c
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __repr__(self) -> str:
         return f"Coerced({self.potential!r}, |V|={len(self.tables.vocab)})"

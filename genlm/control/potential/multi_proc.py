@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.potential._worker import TERMINATE_TIMEOUT, Worker, WorkerDied, worker_error
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
@@ -206,7 +207,7 @@ class MultiProcPotential(Potential):
     def spawn(self) -> "MultiProcPotential":
         return MultiProcPotential(self.factory, self.factory_args, self.num_workers, self.start_timeout)
 
-    def cleanup(self, timeout: float = TERMINATE_TIMEOUT) -> None:
+    def cleanup(self, timeout: float = TERMINATE_TIMEOUT) -> Cleaned:
         """Stop every worker: idle ones are asked to exit, busy ones terminated; any
         still alive after `timeout` s is killed. Later calls raise `RuntimeError`."""
         self._closed = True
@@ -221,6 +222,7 @@ class MultiProcPotential(Potential):
         for waiter in self.__dict__.get("_waiters", ()):
             if not waiter.done() and not waiter.get_loop().is_closed():
                 waiter.set_exception(RuntimeError(f"{self!r} was cleaned up"))
+        return cleaned()
 
     def __del__(self):
         for worker in list(self.__dict__.get("_idle", [])) + list(self.__dict__.get("_busy", ())):

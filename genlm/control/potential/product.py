@@ -7,11 +7,22 @@ from typing import Any
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import index_for, is_tensor, masked, match, stack
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
 from genlm.control.window import gather_or_cancel
+
+
+class TokenTypeMismatch(TypeError, ValueError):
+    """Factors of a `Product` over different token types: a `TypeError` (ours) and a
+    `ValueError` (what 0.4.1 raised), so code catching either keeps working."""
+
+
+class SharedVocabularyWarning(RuntimeWarning, UserWarning):
+    """A `Product` keeps fewer tokens than a factor has: a `RuntimeWarning` (as in
+    0.4.1) and a `UserWarning` (ours)."""
 
 
 class Product(Potential):
@@ -23,18 +34,24 @@ class Product(Potential):
     their states, masks or set checks.
 
     Raises:
-        TypeError: if the token types differ (coerce one potential first).
+        TokenTypeMismatch (a TypeError and a ValueError): the token types differ
+            (coerce one potential first).
         ValueError: if the vocabularies share no token.
+
+    Warns:
+        SharedVocabularyWarning (a RuntimeWarning and a UserWarning): the shared
+            vocabulary is smaller than a factor's.
     """
 
     def __init__(self, p1: Potential, p2: Potential):
         if not (isinstance(p1, Potential) and isinstance(p2, Potential)):
             raise TypeError("Product takes two potentials")
         if p1.token_type != p2.token_type:
-            raise TypeError(
-                f"cannot multiply potentials with different token types: "
-                f"{p1.token_type!r} and {p2.token_type!r}; coerce one of them first "
-                f"(e.g. fsa.coerce(llm, f=b''.join))"
+            raise TokenTypeMismatch(
+                f"Potentials in product must have the same token type. Got "
+                f"{p1.token_type!r} and {p2.token_type!r}.\nMaybe you forgot to coerce the "
+                "potentials to the same token type? See `Coerce`. (Cannot multiply potentials with "
+                "different token types; coerce one of them first, e.g. fsa.coerce(llm, f=b''.join).)"
             )
         if p1.eos != p2.eos:
             raise ValueError(f"potentials end with different markers: {p1.eos!r}, {p2.eos!r}")
@@ -49,12 +66,14 @@ class Product(Potential):
         shared = [x for x in t1.vocab if x in t2.lookup]
         if not shared:
             raise ValueError(
-                f"the vocabularies of {p1!r} and {p2!r} share no token; their product is empty"
+                f"Potentials in product must share a common vocabulary: the vocabularies of "
+                f"{p1!r} and {p2!r} share no token, so their product is empty"
             )
         if len(shared) < max(len(t1.vocab), len(t2.vocab)):
             warnings.warn(
                 f"Product keeps the {len(shared)} tokens shared by vocabularies of sizes "
                 f"{len(t1.vocab)} and {len(t2.vocab)}",
+                SharedVocabularyWarning,
                 stacklevel=3,
             )
         super().__init__(shared, token_type=p1.token_type, eos=p1.eos)
@@ -128,9 +147,8 @@ class Product(Potential):
     def spawn(self) -> "Product":
         return Product(self.p1.spawn(), self.p2.spawn())
 
-    def cleanup(self) -> None:
-        self.p1.cleanup()
-        self.p2.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.p1.cleanup(), self.p2.cleanup())
 
     def __repr__(self) -> str:
         return f"Product({self.p1!r}, {self.p2!r})"

@@ -8,52 +8,79 @@ from typing import Any
 import numpy as np
 
 from genlm.control._args import is_real, reject_bool
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import is_tensor
 from genlm.control.potential.base import Potential
-from genlm.control.weights import LazyWeights, logsumexp
+from genlm.control.weights import LazyWeights, LazyWeightsBatch, logsumexp
 
 
 class Tempered(Potential):
     """`Tempered(p, a).prefix(xs) = a · p.prefix(xs)`, i.e. the weight `p(xs) ** a`.
 
+    Any finite `a` is allowed, as in 0.4.1: `a = 0` flattens `p` to its support and
+    `a < 0` inverts its weights. A weight of zero stays zero for every `a` (a `-inf`
+    log weight is kept, not multiplied into NaN or `+inf`).
+
     Raises:
         TypeError: if `a` is a bool.
-        ValueError: if `a` is not a finite positive number (NumPy scalars are numbers).
+        ValueError: if `a` is not a finite number (NumPy scalars are numbers).
     """
 
     def __init__(self, potential: Potential, exponent: float):
         reject_bool("the temperature exponent", exponent)
-        if not is_real(exponent) or not math.isfinite(exponent) or exponent <= 0:
-            raise ValueError(f"temperature exponent must be finite and > 0, got {exponent!r}")
+        if not is_real(exponent) or not math.isfinite(exponent):
+            raise ValueError(f"temperature exponent must be a finite number, got {exponent!r}")
         self.potential = potential
         self.exponent = float(exponent)
         super().__init__(tables=potential.tables)
 
+    @property
+    def p(self) -> Potential:
+        """The tempered potential (0.4.1's name)."""
+        return self.potential
+
+    @property
+    def beta(self) -> float:
+        """The exponent (0.4.1's name)."""
+        return self.exponent
+
+    def is_terminal_only(self) -> bool:
+        return self.potential.is_terminal_only()
+
+    def _scale(self, w: Any) -> Any:
+        """`a · w` with `-inf` entries kept (for `a > 0` they stay `-inf` anyway)."""
+        if self.exponent > 0:
+            return self.exponent * w
+        if is_tensor(w):
+            return w.where(w.isneginf(), w * self.exponent)
+        w = np.asarray(w, dtype=np.float64)
+        return np.where(np.isneginf(w), w, w * self.exponent)
+
     async def prefix(self, context):
-        return self.exponent * await self.potential.prefix(context)
+        return float(self._scale(np.float64(await self.potential.prefix(context))))
 
     async def complete(self, context):
-        return self.exponent * await self.potential.complete(context)
+        return float(self._scale(np.float64(await self.potential.complete(context))))
 
     async def batch_prefix(self, contexts):
-        return self.exponent * np.asarray(await self.potential.batch_prefix(contexts))
+        return self._scale(np.asarray(await self.potential.batch_prefix(contexts), dtype=np.float64))
 
     async def batch_complete(self, contexts):
-        return self.exponent * np.asarray(await self.potential.batch_complete(contexts))
+        return self._scale(np.asarray(await self.potential.batch_complete(contexts), dtype=np.float64))
 
     async def logw_next(self, context) -> LazyWeights:
         w = await self.potential.logw_next(context)
-        return self.make_lazy_weights(self.exponent * w.weights)
+        return self.make_lazy_weights(self._scale(w.weights))
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         ws = await self.potential.batch_logw_next(contexts)
-        return [self.make_lazy_weights(self.exponent * w.weights) for w in ws]
+        return LazyWeightsBatch([self.make_lazy_weights(self._scale(w.weights)) for w in ws])
 
     def spawn(self) -> "Tempered":
         return Tempered(self.potential.spawn(), self.exponent)
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __repr__(self) -> str:
         return f"Tempered({self.potential!r}, {self.exponent})"
@@ -71,6 +98,11 @@ class Normalized(Potential):
         self.potential = potential
         super().__init__(tables=potential.tables)
 
+    @property
+    def p(self) -> Potential:
+        """The normalized potential (0.4.1's name)."""
+        return self.potential
+
     @staticmethod
     def _norm(w: Any) -> Any:
         z = logsumexp(w, axis=-1)
@@ -86,7 +118,7 @@ class Normalized(Potential):
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         ws = await self.potential.batch_logw_next(contexts)
-        return [self.make_lazy_weights(self._norm(w.weights)) for w in ws]
+        return LazyWeightsBatch([self.make_lazy_weights(self._norm(w.weights)) for w in ws])
 
     async def _path_logws(self, context, eos: bool) -> float:
         tokens = list(context) + ([self.eos] if eos else [])
@@ -115,8 +147,8 @@ class Normalized(Potential):
     def spawn(self) -> "Normalized":
         return Normalized(self.potential.spawn())
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.potential.cleanup())
 
     def __repr__(self) -> str:
         return f"Normalized({self.potential!r})"

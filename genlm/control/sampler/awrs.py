@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import masked
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential import fast_paths
@@ -407,10 +408,8 @@ class AWRS(TokenSampler):
         first, log_z = estimate(self, walk, probs, choose)
         return Search(first, log_z, choose.logp, checks)
 
-    def cleanup(self) -> None:
-        for p in (self.potential, self.condition, self.proposal):
-            if p is not None:
-                p.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(*(p.cleanup() for p in (self.potential, self.condition, self.proposal) if p is not None))
 
     def __repr__(self) -> str:
         return f"AWRS({self.potential!r}, {self.condition!r}, max_accepts={self.max_accepts})"

@@ -137,7 +137,7 @@ def get_resampler(name: str) -> Scheme:
         return RESAMPLING_METHODS[name]
     except (KeyError, TypeError):
         raise ValueError(
-            f"unknown resampling method {name!r}; choose one of {sorted(RESAMPLING_METHODS)}"
+            f"Unknown resampling method {name!r}; choose one of {sorted(RESAMPLING_METHODS)}"
         ) from None
 
 

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from genlm.control._args import is_int, positive_int, reject_bool
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._lru import LRU
 from genlm.control._trie import SymbolTrie
 from genlm.control.draw import current_rng, draw_from
@@ -60,8 +61,9 @@ class SetSampler(ABC):
         logws = await self.target.logw_next(context)
         return logws[self.target.eos]
 
-    def cleanup(self) -> None:
-        """Release resources held by the set sampler (no-op by default)."""
+    def cleanup(self) -> Cleaned:
+        """Release resources held by the set sampler (none by default); awaitable too."""
+        return cleaned()
 
 
 class _Walk:
@@ -191,10 +193,9 @@ class TrieSetSampler(SetSampler):
             weights[list(skip)] = 0.0
         return self.trie.masses(weights)
 
-    def cleanup(self) -> None:
+    def cleanup(self) -> Cleaned:
         self._carried.clear()
-        self.iter_potential.cleanup()
-        self.item_potential.cleanup()
+        return cleaned(self.iter_potential.cleanup(), self.item_potential.cleanup())
 
 
 def _choose(probs: np.ndarray, keys: list, draw: Any, rng: np.random.Generator | None) -> int:
@@ -331,8 +332,8 @@ class SetTokenSampler(TokenSampler):
     async def logw_eos(self, context):
         return await self.set_sampler.logw_eos(list(context))
 
-    def cleanup(self) -> None:
-        self.set_sampler.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.set_sampler.cleanup())
 
 
 def eager_token_sampler(iter_potential: Potential, item_potential: Potential) -> SetTokenSampler:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._warn import warn_user
 from genlm.control.draw import draw_from, draw_many, using_rng
 from genlm.control.potential._returns import SAMPLER_CHECKS, check_returns
@@ -107,8 +108,9 @@ class TokenSampler(ABC):
             n_particles=n_particles, ess_threshold=ess_threshold, max_tokens=max_tokens, **kwargs
         )
 
-    def cleanup(self) -> None:
-        """Release resources held by the sampler (no-op by default)."""
+    def cleanup(self) -> Cleaned:
+        """Release resources held by the sampler (none by default); awaitable too."""
+        return cleaned()
 
 
 class DirectTokenSampler(TokenSampler):
@@ -171,10 +173,9 @@ class DirectTokenSampler(TokenSampler):
             return await super().batch_logw_eos(contexts)
         return eos_column(await self.target.batch_logw_next(contexts))
 
-    def cleanup(self) -> None:
-        self.potential.cleanup()
-        if self.proposal is not None:
-            self.proposal.cleanup()
+    def cleanup(self) -> Cleaned:
+        proposal = None if self.proposal is None else self.proposal.cleanup()
+        return cleaned(self.potential.cleanup(), proposal)
 
 
 def _check_potential(name: str, value: Any) -> None:

@@ -1,13 +1,16 @@
 """Multi-token units: one SMC step samples a unit (a word, a line, a statement).
 
 A unit is a list of subunit tokens drawn one by one by a subunit sampler until a
-boundary predicate says the unit is complete, EOS is drawn (EOS is then the unit's
-last subunit), or `max_subunits_per_unit` subunits were drawn. Its weight is the sum
-of the subunits' log weights, so by the tower property
+boundary predicate says the unit is complete, or EOS is drawn (EOS is then the unit's
+last subunit). Its weight is the sum of the subunits' log weights, so by the tower
+property
 
     E[exp(logw) · f(unit)] = Σ_u f(u) · Π_i exp(t.logw_next(ctx + u[:i])[u_i]),
 
-i.e. the unit is properly weighted for the subunit target's weight of the unit.
+the sum running over complete units, i.e. the unit is properly weighted for the
+subunit target's weight of complete units. A unit that reaches
+`max_subunits_per_unit` subunits without a boundary is not a unit: it is returned
+with weight `-inf`, as in 0.4.1.
 Contexts are lists of units; `genlm.control.util.flatten_units` recovers the tokens.
 """
 
@@ -18,6 +21,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable
 
 from genlm.control._args import positive_int
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.util import flatten_units
@@ -34,6 +38,11 @@ class BoundaryPredicate(ABC):
     @abstractmethod
     def __call__(self, unit_context: list, subunits: list) -> bool:
         """Whether `subunits` complete a unit."""
+
+    def finalize_unit(self, subunits: list) -> list:
+        """The unit made of `subunits` once they complete one (all of them by default;
+        a subclass may drop a delimiter)."""
+        return list(subunits)
 
 
 class TokenSetBoundary(BoundaryPredicate):
@@ -65,17 +74,54 @@ class FixedLengthBoundary(BoundaryPredicate):
 
 
 class CFGBoundary(BoundaryPredicate):
-    """A unit ends when its subunits, joined, form a complete sentence of a Boolean
-    grammar potential: `cfg.complete(join(subunits)) > -inf`.
+    """A unit ends when its subunits, joined, form a complete sentence of a grammar.
 
-    Args:
-        cfg: a Boolean potential over items (bytes as ints, or characters).
+    Two forms:
+
+    - `CFGBoundary(cfg)`: `cfg` is a Boolean grammar potential over items (bytes as
+      ints, or characters); a unit is complete when `cfg.complete(join(subunits)) > -inf`
+      (the call is then awaitable).
+    - `CFGBoundary(grammar_text, start_rule="start", complete_rules=None,
+      min_length=2, parser_type="earley", ambiguity="explicit", encoding="utf-8",
+      decode_errors="ignore")`, 0.4.1's form: a Lark grammar; a unit of at least
+      `min_length` subunits whose decoded text (of at least `min_length` characters)
+      parses from `start_rule` is complete, and when `complete_rules` is given the parse
+      tree's root must be one of them (see `genlm.control.sampler._lark_boundary`).
+
+    Raises:
+        TypeError: `cfg` is neither grammar text nor a potential with `complete()`.
+        ValueError: grammar text that Lark cannot build a parser from.
     """
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Any, *args: Any, **kwargs: Any):
+        if isinstance(cfg, str):
+            from genlm.control.sampler._lark_boundary import LarkUnits
+
+            self.cfg = None
+            self.lark = LarkUnits(cfg, *args, **kwargs)
+            return
+        if args or kwargs:
+            raise TypeError("CFGBoundary(cfg) takes no other arguments when cfg is a potential")
         if not hasattr(cfg, "complete"):
-            raise TypeError(f"CFGBoundary needs a potential with complete(), got {type(cfg).__name__}")
+            raise TypeError(
+                f"CFGBoundary needs Lark grammar text or a potential with complete(), "
+                f"got {type(cfg).__name__}"
+            )
         self.cfg = cfg
+        self.lark = None
+
+    def __getattr__(self, name: str) -> Any:
+        # 0.4.1's attributes of the Lark form (parser, start_rule, complete_rules, ...).
+        lark = self.__dict__.get("lark")
+        if lark is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(lark, name)
+
+    def get_parse_tree(self, text: str) -> Any:
+        """The Lark parse tree of `text`, or None where it does not parse (Lark form)."""
+        if self.lark is None:
+            raise TypeError("get_parse_tree needs the Lark form, CFGBoundary(grammar_text)")
+        return self.lark.parse_tree(text)
 
     def _items(self, subunits: list) -> list:
         parts = [s for s in subunits if not isinstance(s, EndOfSequence)]
@@ -85,10 +131,17 @@ class CFGBoundary(BoundaryPredicate):
             return list("".join(parts))
         return parts
 
-    async def __call__(self, unit_context: list, subunits: list) -> bool:
+    def __call__(self, unit_context: list, subunits: list) -> Any:
+        if self.lark is not None:
+            return self.lark.complete(subunits)
+        return self._complete(subunits)
+
+    async def _complete(self, subunits: list) -> bool:
         return await self.cfg.complete(self._items(subunits)) > NEG_INF
 
     def __repr__(self) -> str:
+        if self.lark is not None:
+            return repr(self.lark)
         return f"CFGBoundary({self.cfg!r})"
 
 
@@ -134,7 +187,9 @@ class MultiTokenUnitSampler(TokenSampler):
         """Draw subunits until the boundary, EOS, a zero weight or the length cap.
 
         Returns:
-            `(unit, Σ logw, Σ logp)` with `unit` a list of subunit tokens.
+            `(unit, Σ logw, Σ logp)` with `unit` a list of subunit tokens (the
+            predicate's `finalize_unit` of them at a boundary); the weight is `-inf`
+            when the cap is reached without a boundary.
         """
         tokens = flatten_units(context)
         unit: list = []
@@ -145,11 +200,13 @@ class MultiTokenUnitSampler(TokenSampler):
             unit.append(token)
             logw += w
             logp += p
-            if w == NEG_INF or token == eos or len(unit) >= self.max_subunits_per_unit:
-                break
+            if w == NEG_INF or token == eos:
+                return unit, logw, logp
             if await self._ends(context, unit):
-                break
-        return unit, logw, logp
+                finalize = getattr(self.boundary_predicate, "finalize_unit", None)
+                return (unit if finalize is None else list(finalize(unit))), logw, logp
+            if len(unit) >= self.max_subunits_per_unit:
+                return unit, NEG_INF, logp
 
     async def start_weight(self) -> float:
         return await self.subunit_sampler.start_weight()
@@ -158,8 +215,8 @@ class MultiTokenUnitSampler(TokenSampler):
         """The forced-EOS correction at the flattened context."""
         return await self.subunit_sampler.logw_eos(flatten_units(context))
 
-    def cleanup(self) -> None:
-        self.subunit_sampler.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.subunit_sampler.cleanup())
 
     def __repr__(self) -> str:
         return f"MultiTokenUnitSampler({self.subunit_sampler!r}, {self.boundary_predicate!r})"

@@ -49,9 +49,10 @@ async def smc_standard(
     model: SequenceModel,
     n_particles: int,
     ess_threshold: float = 0.5,
-    json_file: str | None = None,
-    *,
     resampling_method: str = "multinomial",
+    json_path: str | None = None,
+    *,
+    json_file: str | None = None,
     seed: int | None = None,
     verbosity: int = 0,
     prompt: str | None = None,
@@ -67,10 +68,11 @@ async def smc_standard(
         model: the initial particle (its sampler, critic, `max_tokens`, `terminate_when`).
         n_particles: population size.
         ess_threshold: resample when `ess < ess_threshold · n_particles`.
-        json_file: when given, a record of every step is written there after the run
+        resampling_method: one of `resampling.RESAMPLING_METHODS` (0.4.1's order:
+            the fourth positional argument).
+        json_path: (or `json_file=`) when given, a record of every step is written there after the run
             (the path is checked first; if writing fails, a `RecordNotWrittenWarning`
             says why and the population, with its `record`, is still returned).
-        resampling_method: one of `resampling.RESAMPLING_METHODS`.
         seed: makes the run reproducible bit for bit (also when run concurrently
             with other seeded runs); fresh entropy when None.
         verbosity: 1 prints the particles after each step.
@@ -80,12 +82,15 @@ async def smc_standard(
         The final `Population` (its `record` is set when `json_file` is given).
     """
     check_args(n_particles, ess_threshold)
+    if json_path is not None and json_file is not None:
+        raise TypeError("pass json_path or json_file (its other name), not both")
+    json_file = json_path if json_file is None else json_file
     if json_file is not None:
         check_output_path(json_file)
     scheme = get_resampler(resampling_method)
     check_seed(seed)
     rng, streams = run_streams(seed)
-    start = float(fold_nan(np.array([await retrying(model.start)]))[0])
+    start = float(fold_nan(np.array([await retrying(model.start_weight)]))[0])
     state = kernel.initial_state(n_particles, start, model.eos)
     recorder = None
     if json_file:

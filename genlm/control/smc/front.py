@@ -8,15 +8,21 @@ from typing import Callable
 import numpy as np
 
 from genlm.control._args import positive_int
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._held import holding
 from genlm.control.potential.base import Potential
 from genlm.control.sampler.record_file import check_output_path
 from genlm.control.sampler.resampling import get_resampler
 from genlm.control.sampler.token import TokenSampler
-from genlm.control.smc.driver import smc_standard
+from genlm.control.smc.driver import check_args, smc_standard
 from genlm.control.smc.particle import SequenceModel
 from genlm.control.smc.sequences import Sequences
 from genlm.control.typing import Sequence as SequenceType
+
+
+class SMCArgumentError(TypeError, ValueError):
+    """`SMC` given something that is not a unit sampler, or a critic that is not a
+    `Potential`: a `TypeError` (ours) and a `ValueError` (what 0.4.1 raised)."""
 
 
 class SMC:
@@ -38,16 +44,19 @@ class SMC:
         autobatch: serve the particles' concurrent critic calls as batches.
 
     Raises:
-        TypeError: if `unit_sampler` is not a `TokenSampler` or `critic` not a `Potential`.
+        SMCArgumentError (a TypeError and a ValueError): `unit_sampler` is not a
+            `TokenSampler`, or `critic` is not a `Potential`.
         ValueError: if the critic's token type differs from the sampler's.
     """
 
     def __init__(self, unit_sampler: TokenSampler, critic: Potential | None = None, autobatch: bool = True):
         if not isinstance(unit_sampler, TokenSampler):
-            raise TypeError(f"unit_sampler must be a TokenSampler, got {type(unit_sampler).__name__}")
+            raise SMCArgumentError(
+                f"unit_sampler must be a TokenSampler, got {type(unit_sampler).__name__}"
+            )
         if critic is not None:
             if not isinstance(critic, Potential):
-                raise TypeError(f"critic must be a Potential, got {type(critic).__name__}")
+                raise SMCArgumentError(f"critic must be a Potential, got {type(critic).__name__}")
             _check_token_types(unit_sampler, critic)
             if autobatch:
                 critic = critic.to_autobatched()
@@ -95,26 +104,35 @@ class SMC:
         if json_path is not None:
             check_output_path(json_path)
         get_resampler(resampling_method)
-        model = SequenceModel(self.unit_sampler, self.critic, int(max_tokens), terminate_when)
+        # Without resampling, or with a critic that weighs only finished sequences,
+        # twisting changes no final weight: the critic is applied once, at the end.
+        check_args(n_particles, ess_threshold)
+        twist = ess_threshold > 0 and self.critic is not None and not self.critic.is_terminal_only()
+        model = SequenceModel(
+            self.unit_sampler,
+            self.critic,
+            int(max_tokens),
+            twist_with_critic=twist,
+            terminate_when=terminate_when,
+        )
         # The run holds its models: a shared PromptedLLM's prompt cannot change under it.
         with holding(self.unit_sampler, self.critic) as held:
             pop = await smc_standard(
                 model,
                 n_particles,
                 ess_threshold,
+                resampling_method,
                 json_path,
-                resampling_method=resampling_method,
                 seed=seed,
                 verbosity=verbosity,
                 prompt=_prompt_text(held) if json_path is not None else None,
             )
         return Sequences(pop.contexts, pop.log_weights, record=pop.record)
 
-    async def cleanup(self) -> None:
-        """Release the sampler's and the critic's resources."""
-        self.unit_sampler.cleanup()
-        if self.critic is not None:
-            self.critic.cleanup()
+    def cleanup(self) -> Cleaned:
+        """Release the sampler's and the critic's resources (awaitable, or not)."""
+        critic = None if self.critic is None else self.critic.cleanup()
+        return cleaned(self.unit_sampler.cleanup(), critic)
 
 
 def _prompt_text(held: list) -> str | None:

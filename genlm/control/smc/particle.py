@@ -62,32 +62,52 @@ def plain_predicate(terminate_when: TerminateWhen | None) -> TerminateWhen | Non
 class SequenceModel:
     """One particle: a context grown by `unit_sampler`, twisted by `critic`.
 
+    The particle's log weight is `weight = start + Σ_s logw_s + twist_amount`; the
+    methods `score`, `twist`, `untwist` and `finish` change it as in 0.4.1.
+
     Args:
-        unit_sampler: proposes the next unit with a properly weighted log weight.
+        unit_sampler: proposes the next unit with a properly weighted log weight
+            (anything with `start_weight`, `sample` and `logw_eos`).
         critic: optional potential over the sampler's tokens; its `score` of the
             current context is the twist.
         max_tokens: bound on the context length, EOS included.
+        twist_with_critic: twist by the critic at every step (True) or apply the
+            critic only once, at termination (False); the final weights agree.
         terminate_when: optional predicate on the context; when it holds, the
             particle finishes (EOS is forced with the `logw_eos` correction).
+        verbosity: 1 prints the particle after each `step`.
     """
 
-    __slots__ = ("unit_sampler", "critic", "max_tokens", "terminate_when", "eos", "context", "twist", "finished")
+    __slots__ = (
+        "unit_sampler", "critic", "max_tokens", "twist_with_critic", "terminate_when",
+        "verbosity", "eos", "context", "weight", "twist_amount", "done",
+    )
 
     def __init__(
         self,
         unit_sampler: Any,
         critic: Any = None,
         max_tokens: float = math.inf,
+        twist_with_critic: bool = True,
         terminate_when: TerminateWhen | None = None,
+        verbosity: int = 0,
     ):
         self.unit_sampler = unit_sampler
         self.critic = critic
         self.max_tokens = max_tokens
+        self.twist_with_critic = bool(twist_with_critic)
         self.terminate_when = plain_predicate(terminate_when)
-        self.eos = getattr(unit_sampler.target, "eos", EOS)
+        self.verbosity = verbosity
+        self.eos = getattr(getattr(unit_sampler, "target", None), "eos", EOS)
         self.context: list = []
-        self.twist = 0.0
-        self.finished = False
+        self.weight = 0.0
+        self.twist_amount = 0.0
+        self.done = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the particle has finished (`done`)."""
+        return self.done
 
     def clone(self) -> "SequenceModel":
         """A copy with its own context list (used for resampled duplicates)."""
@@ -97,15 +117,60 @@ class SequenceModel:
         other.context = list(self.context)
         return other
 
-    async def start(self) -> float:
+    # Weight arithmetic (0.4.1's particle methods) ----------------------------
+
+    def score(self, amount: float) -> None:
+        """`weight += amount`; a NaN result is `-inf`.
+
+        Raises:
+            ValueError: `amount` is `+inf` (no potential may return it).
+        """
+        if amount == math.inf:
+            raise ValueError("a log weight increment of +inf breaks the potential contract")
+        w = self.weight + amount
+        self.weight = -math.inf if math.isnan(w) else w
+
+    def twist(self, amount: float) -> None:
+        """Add `amount` provisionally: `untwist` takes it back."""
+        self.twist_amount += amount
+        self.score(amount)
+
+    def untwist(self) -> None:
+        """Remove the provisional twist from the weight."""
+        self.score(-self.twist_amount)
+        self.twist_amount = 0.0
+
+    def finish(self) -> None:
+        """Untwist and mark the particle done."""
+        self.untwist()
+        self.done = True
+
+    # Steps ---------------------------------------------------------------------
+
+    async def start_weight(self) -> float:
         """Log weight of the empty context: `unit_sampler.start_weight()`."""
         return float(await self.unit_sampler.start_weight())
+
+    async def start(self) -> float:
+        """Add the start weight to `weight` and return it.
+
+        Raises:
+            ValueError: the start weight is `-inf` (the target gives the empty
+                context weight zero under `prefix`).
+        """
+        w = await self.start_weight()
+        if w == -math.inf:
+            raise ValueError(
+                "Start weight is -inf: the target gives the empty context weight zero under prefix"
+            )
+        self.score(w)
+        return w
 
     def _ends(self, unit: Any) -> bool:
         return ends_with(unit, self.eos)
 
     async def step(self, rng: np.random.Generator | None = None) -> float:
-        """Extend the context by one unit and return the log weight increment.
+        """Extend the context by one unit, add the increment to `weight` and return it.
 
         The context changes only after every await succeeded, so a step that fails
         can be run again. Draws use `rng`, by default `genlm.control.draw.current_rng()`.
@@ -115,17 +180,20 @@ class SequenceModel:
         """
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-        return float((await step_many([self], [current_rng() if rng is None else rng]))[0])
+        inc = float((await step_many([self], [current_rng() if rng is None else rng]))[0])
+        if self.verbosity > 0:
+            print(repr(self))
+        return inc
 
     def stop(self) -> None:
         """Finish a particle of weight zero, closing its context with EOS."""
-        if not self.finished:
-            self.finished = True
+        if not self.done:
+            self.done = True
             if not (self.context and self._ends(self.context[-1])):
                 self.context.append(self.eos)
 
     def __repr__(self) -> str:
-        return f"SequenceModel({self.context!r})"
+        return f"SequenceModel({self.weight:.2f}: {self.context!r})"
 
 
 async def step_many(particles: list[SequenceModel], rngs: list) -> np.ndarray:
@@ -142,7 +210,7 @@ async def step_many(particles: list[SequenceModel], rngs: list) -> np.ndarray:
     members = list(groups.values())
 
     async def run(m: list[int]):
-        twists = np.array([particles[i].twist for i in m], dtype=np.float64)
+        twists = np.array([particles[i].twist_amount for i in m], dtype=np.float64)
         contexts = [tuple(particles[i].context) for i in m]
         return twists, await propose(particles[m[0]], contexts, twists, [rngs[i] for i in m])
 
@@ -153,7 +221,9 @@ async def step_many(particles: list[SequenceModel], rngs: list) -> np.ndarray:
     for m, (_, out) in zip(members, outs):
         for j, i in enumerate(m):
             p = particles[i]
-            p.context, p.twist, p.finished = list(out.contexts[j]), float(out.twists[j]), bool(out.ends[j])
+            p.context, p.twist_amount, p.done = list(out.contexts[j]), float(out.twists[j]), bool(out.ends[j])
+            w = p.weight + incs[i]
+            p.weight = -math.inf if math.isnan(w) else float(w)
     return incs
 
 
@@ -194,9 +264,10 @@ class Population:
     def of_state(cls, model: SequenceModel, state: PopulationState, record: RunRecord | None = None) -> "Population":
         """The particles of `state` as clones of `model` (each with its own context list)."""
         particles = []
-        for context, twist, done in zip(state.contexts, state.twists.tolist(), state.done.tolist()):
+        rows = zip(state.contexts, state.twists.tolist(), state.done.tolist(), state.log_weights.tolist())
+        for context, twist, done, weight in rows:
             p = model.clone()
-            p.context, p.twist, p.finished = list(context), twist, done
+            p.context, p.twist_amount, p.done, p.weight = list(context), twist, done, weight
             particles.append(p)
         return cls(particles, state.log_weights.copy(), state.done.copy(), record)
 
@@ -211,6 +282,9 @@ class Population:
 
     def __iter__(self) -> Iterator[SequenceModel]:
         return iter(self.particles)
+
+    def __getitem__(self, i: int) -> SequenceModel:
+        return self.particles[i]
 
     def __len__(self) -> int:
         return len(self.particles)

@@ -120,7 +120,8 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
 
     Context `i` (with twist `twists[i]`) gets a unit drawn with `rngs[i]`; a
     `terminate_when` that holds closes it with EOS (adding its `logw_eos`); the critic
-    scores each extended context whose increment is above `-inf`.
+    scores each extended context whose increment is above `-inf` (only the finished
+    ones when `model.twist_with_critic` is False).
     """
     lists = [list(c) for c in contexts]
     units, logws = await _draw_units(model, lists, rngs)
@@ -137,6 +138,8 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
     scored = np.zeros(len(news), dtype=bool)
     if model.critic is not None:
         scored[:] = logws > NEG_INF
+        if not getattr(model, "twist_with_critic", True):
+            scored &= np.array(ends, dtype=bool)  # the critic only at termination
         rows = np.flatnonzero(scored)
         if rows.size:
             values = await _scores(model.critic, [flatten_units(news[i]) for i in rows.tolist()])

@@ -23,6 +23,11 @@ def _close(a: float, b: float, rtol: float, atol: float) -> bool:
     return abs(a - b) <= atol + rtol * abs(b)
 
 
+def _report(verbosity: int, line: str) -> None:
+    if verbosity > 0:
+        print(line)
+
+
 def _fail(what: str, potential: Potential, context, token, got: float, want: float) -> None:
     raise AssertionError(
         f"{what} of {potential!r} at context {list(context)!r}, token {token!r}: "
@@ -31,11 +36,16 @@ def _fail(what: str, potential: Potential, context, token, got: float, want: flo
 
 
 async def assert_logw_next_consistency(
-    potential: Potential, context: list, top: int | None = None, rtol: float = 1e-3, atol: float = 1e-5
+    potential: Potential,
+    context: list,
+    top: int | None = None,
+    rtol: float = 1e-3,
+    atol: float = 1e-5,
+    verbosity: int = 0,
 ) -> None:
     """`logw_next(ctx)[x] == prefix(ctx + [x]) - prefix(ctx)` and
     `logw_next(ctx)[EOS] == complete(ctx) - prefix(ctx)`, for the `top` heaviest tokens
-    (all by default)."""
+    (all by default). `verbosity > 0` prints the check when it holds."""
     context = list(context)
     logws = await potential.logw_next(context)
     ctx_w = await potential.prefix(context)
@@ -49,10 +59,11 @@ async def assert_logw_next_consistency(
     for t in tokens:
         if not _close(logws[t], want[t], rtol, atol):
             _fail("logw_next", potential, context, t, logws[t], want[t])
+    _report(verbosity, f"logw_next of {potential!r} at {context!r}: {len(tokens)} tokens agree")
 
 
 async def assert_autoreg_fact(
-    potential: Potential, context: list, rtol: float = 1e-3, atol: float = 1e-5
+    potential: Potential, context: list, rtol: float = 1e-3, atol: float = 1e-5, verbosity: int = 0
 ) -> None:
     """`complete(ctx) == prefix([]) + Σ_i logw_next(ctx[:i])[ctx[i]] + logw_next(ctx)[EOS]`."""
     context = list(context)
@@ -66,14 +77,26 @@ async def assert_autoreg_fact(
             f"autoregressive factorization of {potential!r} fails at context {context!r}: "
             f"prefix([]) + Σ logw_next = {total!r} but complete = {want!r}"
         )
+    _report(verbosity, f"factorization of {potential!r} at {context!r}: {total!r} == {want!r}")
 
 
 async def assert_batch_consistency(
-    potential: Potential, contexts: Sequence[list], rtol: float = 1e-3, atol: float = 1e-5
+    potential: Potential,
+    contexts: Sequence[list],
+    rtol: float = 1e-3,
+    atol: float = 1e-5,
+    verbosity: int = 0,
 ) -> None:
-    """Every `batch_*` method equals its single-context method on each context."""
+    """Every `batch_*` method equals its single-context method on each context.
+
+    Raises:
+        ValueError: no contexts (a check over nothing would prove nothing).
+    """
     contexts = [list(c) for c in contexts]
+    if not contexts:
+        raise ValueError("assert_batch_consistency needs at least one context")
     await _compare_methods(potential, potential, contexts, "batch", rtol, atol, batch=True)
+    _report(verbosity, f"batch methods of {potential!r} agree on {len(contexts)} contexts")
 
 
 async def assert_autobatch_consistency(

@@ -68,7 +68,8 @@ class WCFG(CachedRecognizer):
             engine (`coerce` onto a `PromptedLLM`) never pays for it.
 
     Raises:
-        ValueError: on first use, when the grammar has more than `max_rules` rules.
+        ValueError: a Boolean grammar given to `WCFG` (it is `BoolCFG`'s), as in 0.4.1;
+            on first use, when the grammar has more than `max_rules` rules.
     """
 
     boolean = False
@@ -79,6 +80,11 @@ class WCFG(CachedRecognizer):
     def __init__(self, cfg: CFG, cache_size: int = 4096, *, max_rules: int = 0):
         if not isinstance(cfg, CFG):
             raise TypeError(f"expected a genlm.grammar.CFG, got {type(cfg).__name__}")
+        if not self.boolean and cfg.R is Boolean:
+            raise ValueError(
+                "Unsupported semiring: Boolean; WCFG needs real weights (Float, Real or Log), "
+                "a Boolean grammar is BoolCFG's"
+            )
         cfg = byte_symbol_cfg(cfg)
         if self.boolean and cfg.R is not Boolean:
             cfg = cfg.map_values(lambda w: Boolean(weight_to_float(w) > 0), Boolean)

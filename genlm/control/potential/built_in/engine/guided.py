@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
@@ -313,8 +314,8 @@ class GuidedCoerced(Coerced):
     def spawn(self) -> "GuidedCoerced":
         return GuidedCoerced(self.potential.spawn(), self.f, self.guided.spawn())
 
-    def cleanup(self) -> None:
-        self.guided.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.guided.cleanup())
 
     def __repr__(self) -> str:
         return f"Coerced({self.guided!r})"

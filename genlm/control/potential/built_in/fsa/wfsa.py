@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -78,12 +80,13 @@ class WFSA(CachedRecognizer):
 
     def __init__(self, wfsa: Any, cache_size: int = 16384):
         self.cache_size = cache_size
+        self._semiring = None  # the semiring `wfsa` is built in for a regex's DFA
         if isinstance(wfsa, ByteDFA):  # a regex's DFA: arrays built directly
             self._wfsa, self._dfa = None, wfsa
             self.automaton = dfa_automaton(wfsa.delta, wfsa.final, self.boolean)
         else:
-            self._wfsa, self._dfa = wfsa, None
-            self.automaton = compile_wfsa(wfsa, boolean=self.boolean)
+            self.automaton = compile_wfsa(_check_semiring(wfsa, self.boolean), boolean=self.boolean)
+            self._wfsa, self._dfa = _as_log(wfsa, self.boolean), None
         super().__init__(BYTE_VOCAB)
         self._init_cache()
 
@@ -98,11 +101,14 @@ class WFSA(CachedRecognizer):
         """The `genlm.grammar.WFSA` this potential reads (built on first use for an
         automaton that came from a regex)."""
         if self._wfsa is None:
-            from genlm.grammar import Boolean, Float
+            from genlm.grammar import Boolean, Log
 
-            semiring, weight = (
-                (Boolean, lambda k: Boolean.one) if self.boolean else (Float, lambda k: 1.0 / k)
-            )
+            if self._semiring is Log:
+                semiring, weight = Log, (lambda k: Log(0.0 if self.boolean else -math.log(k)))
+            elif self.boolean:
+                semiring, weight = Boolean, (lambda k: Boolean.one)
+            else:
+                semiring, weight = Log, (lambda k: Log(-math.log(k)))
             self._wfsa = dfa_wfsa(self._dfa, semiring, weight)
         return self._wfsa
 
@@ -115,9 +121,20 @@ class WFSA(CachedRecognizer):
 
     @classmethod
     def from_regex(
-        cls, pattern: str, cache_size: int = 16384, *, max_states: int = MAX_STATES
+        cls,
+        pattern: str,
+        charset: Any = None,
+        to_bytes: bool = True,
+        cache_size: int = 16384,
+        *,
+        max_states: int = MAX_STATES,
     ) -> "WFSA":
         """The automaton of `re.fullmatch(pattern, text, flags=re.ASCII)` over UTF-8 bytes.
+
+        `charset` and `to_bytes` are 0.4.1's arguments: only their defaults are
+        served (negated classes and `.` range over every byte here, not over a
+        character set; the automaton reads bytes), and anything else is a
+        `ValueError`, never a silently different language.
 
         Weights: each state splits its mass evenly over the bytes that keep a match
         possible and stopping (when a match is complete), so the potential is a
@@ -134,6 +151,7 @@ class WFSA(CachedRecognizer):
                 repeats, Unicode/locale flags with their position; groups nested
                 deeper than 100; an empty language; a pattern over the budget).
         """
+        _check_regex_options(charset, to_bytes)
         fsa = cls.from_dfa(compile_regex(pattern, max_states), cache_size)
         fsa.pattern = pattern
         return fsa
@@ -237,6 +255,95 @@ class BoolFSA(WFSA):
     """
 
     boolean = True
+
+    @classmethod
+    def from_regex(
+        cls,
+        pattern: str,
+        charset: Any = None,
+        to_bytes: bool = True,
+        semiring: str = "boolean",
+        cache_size: int = 16384,
+        *,
+        max_states: int = MAX_STATES,
+    ) -> "BoolFSA":
+        """`WFSA.from_regex`'s automaton with weights 0/-inf.
+
+        `semiring` is 0.4.1's: `"boolean"` (the default), or `"log"` (deprecated, with
+        a `DeprecationWarning`), which only changes the semiring of `self.wfsa`;
+        the weights are the same.
+
+        Raises:
+            ValueError: `semiring` is neither, and as `WFSA.from_regex`.
+        """
+        if semiring not in ("boolean", "log"):
+            raise ValueError(f"semiring must be 'boolean' or 'log', got {semiring!r}")
+        if semiring == "log":
+            warnings.warn(
+                "BoolFSA.from_regex(semiring='log') is deprecated: the automaton is Boolean "
+                "whatever the semiring; only .wfsa is built in the Log semiring",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        fsa = super().from_regex(pattern, charset, to_bytes, cache_size, max_states=max_states)
+        if semiring == "log":
+            from genlm.grammar import Log
+
+            fsa._semiring = Log
+        return fsa
+
+
+def _check_regex_options(charset: Any, to_bytes: Any) -> None:
+    if charset is not None:
+        raise ValueError(
+            "from_regex(charset=...) is not supported: negated classes and '.' range over "
+            "every byte; write the allowed characters into the pattern instead"
+        )
+    if to_bytes is not True:
+        raise ValueError("from_regex(to_bytes=False) is not supported: the automata read bytes")
+
+
+def _check_semiring(wfsa: Any, boolean: bool) -> Any:
+    """`wfsa`, when `WFSA` (Float, Real or Log weights) or `BoolFSA` (any real-valued
+    semiring, Boolean included) can read it.
+
+    Raises:
+        ValueError: "Unsupported semiring" otherwise (MaxPlus, say; Boolean for `WFSA`).
+    """
+    from genlm.grammar import Boolean, Float, Log
+    from genlm.grammar.semiring import Real
+
+    R = getattr(wfsa, "R", None)
+    allowed = (Float, Log, Real) + ((Boolean,) if boolean else ())
+    if R is not None and R not in allowed:
+        names = ", ".join(r.__name__ for r in allowed)
+        hint = " (a Boolean automaton is BoolFSA's)" if R is Boolean else ""
+        raise ValueError(f"Unsupported semiring: {R.__name__}; {type_name(boolean)} takes {names}{hint}")
+    return wfsa
+
+
+def type_name(boolean: bool) -> str:
+    return "BoolFSA" if boolean else "WFSA"
+
+
+def _as_log(wfsa: Any, boolean: bool) -> Any:
+    """A Float automaton as a Log-semiring copy (0.4.1's `WFSA.wfsa`); others unchanged."""
+    from genlm.grammar import Float, Log
+
+    if boolean or getattr(wfsa, "R", None) is not Float:
+        return wfsa
+
+    def log(w: Any) -> Any:
+        return Log(math.log(w)) if w > 0 else Log.zero
+
+    out = type(wfsa)(Log)
+    for i, w in wfsa.I:
+        out.add_I(i, log(w))
+    for i, w in wfsa.F:
+        out.add_F(i, log(w))
+    for i, a, j, w in wfsa.arcs():
+        out.add_arc(i, a, j, log(w))
+    return out
 
 
 def _rescale(alpha: np.ndarray, log_scale: float) -> Forward | None:

@@ -10,13 +10,32 @@ import numpy as np
 from genlm.backend.llm import AsyncLM
 from genlm.bytes import BeamParams, ByteBeamState
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._lru import LRU
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, logsumexp
 from genlm.control.window import gather_or_cancel
 
 N_BYTES = 256
-BYTE_VOCAB = list(range(N_BYTES))
+BYTE_VOCAB = [bytes([i]) for i in range(N_BYTES)]
+
+
+def _byte_tables():
+    """One-byte `bytes` tokens (0.4.1's vocabulary), with byte values (ints) as a second
+    name of each token: `w[97]` is `w[b"a"]`, as before."""
+    tables = Potential.build_tables(BYTE_VOCAB)
+    return dataclasses.replace(tables, fallback={i: i for i in range(N_BYTES)})
+
+
+_TABLES = None
+
+
+def byte_tables():
+    """The shared tables of every `ByteLLM` (built once)."""
+    global _TABLES
+    if _TABLES is None:
+        _TABLES = _byte_tables()
+    return _TABLES
 
 
 class BeamEntry(NamedTuple):
@@ -61,7 +80,8 @@ def context_bytes(context: Sequence[Any]) -> bytes:
 class ByteLLM(Potential):
     """A token-level LM as a distribution over byte strings, via genlm-bytes' beam.
 
-    The vocabulary is the byte values 0..255. After `prompt + ctx` the beam of
+    The vocabulary is the 256 one-byte `bytes` (0.4.1's; a context may also hold byte
+    values 0..255, and `logw_next(ctx)[97]` is `logw_next(ctx)[b"a"]`). After `prompt + ctx` the beam of
     token-level paths consistent with those bytes (at most `beam_params.K`, pruned
     below `beam_params.prune_threshold`) gives the next-byte distribution `q`
     (`next_byte_row`), and
@@ -109,7 +129,7 @@ class ByteLLM(Potential):
         self.llm = llm
         self.beam_params = _with_eos(llm, beam_params)
         self.cache_size = cache_size
-        super().__init__(BYTE_VOCAB)
+        super().__init__(tables=byte_tables())
         self._root: asyncio.Future | None = None
         self._root_row: np.ndarray | None = None
         self._cache: LRU[bytes, BeamEntry] = LRU(cache_size)
@@ -244,7 +264,7 @@ class ByteLLM(Potential):
     async def __aexit__(self, exc_type, exc, tb) -> None:
         self.cleanup()
 
-    def cleanup(self) -> None:
+    def cleanup(self) -> Cleaned:
         """Stop the byte trie's batching task and drop the cached beams (also on leaving
         `async with ByteLLM.from_name(...) as byte_llm:`)."""
         root = self._root
@@ -254,6 +274,7 @@ class ByteLLM(Potential):
         self._cache.clear()
         self._root = None
         self._root_row = None
+        return cleaned()
 
     def __repr__(self) -> str:
         return f"ByteLLM(K={self.beam_params.K}, prompt={len(self._prompt)} bytes)"

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights, host_rows, logsumexp
 from genlm.control.window import gather_or_cancel
@@ -267,9 +268,8 @@ class Ensemble(Potential):
             exponent=self.exponent if self.op_name == "power" else None,
         )
 
-    def cleanup(self) -> None:
-        self.p1.cleanup()
-        self.p2.cleanup()
+    def cleanup(self) -> Cleaned:
+        return cleaned(self.p1.cleanup(), self.p2.cleanup())
 
     def __repr__(self) -> str:
         return f"Ensemble({self.p1!r}, {self.p2!r}, op={self.op_name!r}, a={self.a})"

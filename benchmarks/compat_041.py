@@ -1,0 +1,288 @@
+"""Run genlm-control 0.4.1's own test suite against this package.
+
+The 0.4.1 sdist is downloaded from the package registry at run time (its tests are
+never copied into this repository), unpacked into a temporary directory, and each of
+its test files is run by pytest in a subprocess with this worktree first on
+``PYTHONPATH``. "gpt2" and "openai-community/gpt2" are served by the embedded model:
+the tests run with the temporary directory as working directory, where those names
+are links to `genlm.control.embedded.model_path()` (Hugging Face loaders take an
+existing directory before a Hub name), and ``HF_HUB_OFFLINE=1``, so nothing is
+fetched from the network.
+
+Prints a table by test file: passed, failed, and of the failures how many test 0.4.1
+internals that our public API does not promise (named by the `STUBS` placeholders, a
+private attribute, or the `INTERNALS` list below), how many need a model that cannot
+be had offline (`OFFLINE`), and how many are public; then each failure by class.
+
+Usage:
+    python benchmarks/compat_041.py [--keep DIR] [--only SUBSTRING] [--timeout S] [--package DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VERSION = "0.4.1"
+
+# Failures that test 0.4.1's internals, not its public API: (substring of the test
+# id "file::test", the internal it reaches). A failing test whose id contains the
+# substring is counted as an internal failure.
+INTERNALS: list[tuple[str, str]] = [
+    ("test_typing.py::", "genlm.control.typing helpers"),
+    ("test_smc_model.py::test_smc_record", "sampler.smc_record"),
+    ("test_coerce.py::test_advance_lane", "internal coercion lanes"),
+    ("test_coerce.py::test_trie_lane", "internal coercion lanes"),
+]
+
+# Test files that need a model that is not available offline (counted apart).
+OFFLINE: list[tuple[str, str]] = [
+    ("test_mlx.py::", "an MLX model"),
+    ("test_harmony.py::", "gpt-oss-20b"),
+    ("test_duplicate_byte_strings.py::", "CodeLlama/Mistral/Gemma tokenizers"),
+]
+
+MODEL_NAMES = ("gpt2", "openai-community/gpt2")
+
+# 0.4.1 internals that its test files import at the top. Each missing one is replaced,
+# in the test processes only, by a placeholder that fails when used with
+# "0.4.1 internal: <name>", so that the other tests of the file still run and a test
+# that uses one is counted as an internal failure. ("<module>": a whole module.)
+STUBS: list[tuple[str, str]] = [
+    ("genlm.control", "convert_to_weighted_logop"),
+    ("genlm.control.potential.built_in.canonical", "FastCanonicalityFilterBPE"),
+    ("genlm.control.potential.built_in.canonical", "_extract_bpe_merges"),
+    *[("genlm.control.potential.built_in.json", n) for n in (
+        "ARBITRARY_JSON", "FLOAT_PARSER", "FixedSetParser", "FloatParser",
+        "FullValidatorJsonSchema", "Incomplete", "Input", "ParseError", "ParserPotential",
+        "StringLiteralMatchingPatternParser", "StringSource", "TrivialSource",
+        "WHITESPACE_PARSER", "chunk_to_complete_utf8", "json_schema_parser",
+        "prune_to_validatable_prefix",
+    )],
+    ("genlm.control.potential.built_in.llm", "TokenMappings"),
+    ("genlm.control.potential.built_in.llm", "_prompt_ids_overrides"),
+    ("genlm.control.potential.harmony", "<module>"),
+    ("genlm.control.potential.stateful", "<module>"),
+    ("genlm.control.potential.streaming", "<module>"),
+    ("genlm.control.sampler.smc_record", "<module>"),
+    ("genlm.control.sampler.token", "geometric_awrs"),
+    ("genlm.control.sampler.token", "recursive_awrs"),
+    ("genlm.control.util", "LRUCache"),
+    ("genlm.control.util", "Token"),
+    ("genlm.control.util", "draw_indices"),
+    ("genlm.control.util", "escape"),
+    ("genlm.control.util", "load_trie"),
+]
+
+PLUGIN = """
+import importlib, sys, types
+
+MARK = "0.4.1 internal: "
+
+
+def placeholder(qualname):
+    def fail(*args, **kwargs):
+        raise NotImplementedError(MARK + qualname)
+
+    def __getattr__(cls, name):
+        raise NotImplementedError(MARK + qualname + "." + name)
+
+    meta = type("Internal", (type,), {"__getattr__": __getattr__, "__call__": fail})
+    return meta(qualname.rsplit(".", 1)[-1], (), {})
+
+
+class StubModule(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return placeholder(self.__name__ + "." + name)
+
+
+for module, name in STUBS:
+    if name == "<module>":
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            sys.modules[module] = StubModule(module)
+        continue
+    mod = importlib.import_module(module)
+    if not hasattr(mod, name):
+        setattr(mod, name, placeholder(module + "." + name))
+"""
+
+
+def download(dest: Path) -> Path:
+    """The unpacked 0.4.1 sdist directory under `dest`."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", f"genlm-control=={VERSION}",
+         "--no-deps", "--no-binary", ":all:", "-d", str(dest), "-q"],
+        check=True,
+    )
+    (archive,) = dest.glob("genlm_control-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    src = dest / f"genlm_control-{VERSION}"
+    # The sdist's own package would shadow ours from the working directory.
+    shutil.rmtree(src / "genlm")
+    return src
+
+
+def link_models(where: Path) -> None:
+    """Make each of `MODEL_NAMES` a directory link to the embedded model under `where`."""
+    sys.path.insert(0, str(ROOT))
+    from genlm.control.embedded import model_path
+
+    for name in MODEL_NAMES:
+        link = where / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to(model_path(), target_is_directory=True)
+
+
+def write_plugin(src: Path) -> None:
+    """The pytest plugin that installs the `STUBS` placeholders, in `src`."""
+    (src / "compat041_stubs.py").write_text(f"STUBS = {STUBS!r}\n{PLUGIN}")
+
+
+def run_file(src: Path, test_file: Path, timeout: float, package: Path) -> list[tuple[str, str, str]]:
+    """(test id, outcome, message) for each test in `test_file`; a file that times out
+    or does not collect reports one row for the whole file."""
+    report = src / (test_file.stem + ".xml")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(package), str(src)]), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    rel = test_file.relative_to(src)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+           "-o", "asyncio_mode=auto", "-p", "compat041_stubs", f"--junitxml={report}", str(rel)]
+    report.unlink(missing_ok=True)
+    # Its own session, so that a timeout kills every process the tests started.
+    proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return [(f"{rel.name}::*", "failed", f"timed out after {timeout:.0f}s")]
+    return parse_report(report, rel)
+
+
+def parse_report(report: Path, rel: Path) -> list[tuple[str, str, str]]:
+    """(test id, outcome, message) for each test case of a JUnit report."""
+    if not report.exists():
+        return [(f"{rel.name}::*", "failed", "no report (collection crashed)")]
+    rows = []
+    for case in ET.parse(report).iter("testcase"):
+        name = f"{rel.name}::{case.get('name')}"
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        if bad is not None:
+            message = bad.get("message") or ""
+            mark = re.search(r"0\.4\.1 internal: ([\w.]+)", message + "\n" + (bad.text or ""))
+            first = (message.splitlines() or [""])[0][:110]
+            rows.append((name, "failed", f"0.4.1 internal: {mark.group(1)}" if mark else first))
+        elif case.find("skipped") is not None:
+            rows.append((name, "skipped", ""))
+        else:
+            rows.append((name, "passed", ""))
+    return rows
+
+
+def internal(test_id: str, message: str = "") -> str | None:
+    """The internal a failing test reaches, or None for a public-API test: a
+    placeholder of `STUBS` it used, a private attribute it read, or an `INTERNALS` entry."""
+    if message.startswith("0.4.1 internal: "):
+        return message[len("0.4.1 internal: "):]
+    private = re.search(r"has no attribute '(_\w+)'", message)
+    if private:
+        return f"private attribute {private.group(1)}"
+    for needle, what in INTERNALS:
+        if needle in test_id:
+            return what
+    return None
+
+
+def offline(test_id: str) -> str | None:
+    """The model a test needs that cannot be had offline, or None."""
+    return next((what for needle, what in OFFLINE if needle in test_id), None)
+
+
+def table(results: dict[str, list[tuple[str, str, str]]]) -> str:
+    """A Markdown table by file, with totals."""
+    lines = [
+        "| test file | passed | failed | internals | no offline model | public |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    tot = [0] * 5
+    for path, rows in sorted(results.items()):
+        bad = [(t, m) for t, o, m in rows if o == "failed"]
+        model = sum(offline(t) is not None for t, _ in bad)
+        inner = sum(offline(t) is None and internal(t, m) is not None for t, m in bad)
+        row = [sum(o == "passed" for _, o, _ in rows), len(bad), inner, model, len(bad) - inner - model]
+        tot = [a + b for a, b in zip(tot, row)]
+        lines.append(f"| {path} | " + " | ".join(map(str, row)) + " |")
+    lines.append("| **total** | " + " | ".join(f"**{v}**" for v in tot) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", help="unpack into this directory and keep it")
+    ap.add_argument("--only", help="run only test files whose path contains this")
+    ap.add_argument("--package", default=str(ROOT), help="checkout whose genlm.control is tested")
+    ap.add_argument("--reports", action="store_true",
+                    help="only tabulate the reports an earlier run left in --keep DIR")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per test file")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(args.keep) if args.keep else Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
+        existing = base / f"genlm_control-{VERSION}"
+        src = existing if existing.is_dir() else download(base)
+        link_models(src)
+        write_plugin(src)
+        files = sorted((src / "tests").rglob("test_*.py"))
+        if args.only:
+            files = [f for f in files if args.only in str(f.relative_to(src))]
+        results: dict = {}
+        skipped: list[str] = []
+        for f in files:
+            key = str(f.relative_to(src / "tests"))
+            if args.reports:
+                if (src / (f.stem + ".xml")).exists():
+                    results[key] = parse_report(src / (f.stem + ".xml"), f.relative_to(src))
+                else:
+                    skipped.append(key)
+                continue
+            results[key] = run_file(src, f, args.timeout, Path(args.package))
+            print(f"{key}: done", file=sys.stderr, flush=True)
+        print(table(results))
+        if skipped:
+            print("\nNo report (not run): " + ", ".join(skipped))
+        failures = [(t, m) for rows in results.values() for t, o, m in rows if o == "failed"]
+        print("\nFailures that need a model not available offline:")
+        for t, _ in failures:
+            if offline(t):
+                print(f"- {t} ({offline(t)})")
+        print("\nFailures that test 0.4.1 internals:")
+        for t, m in failures:
+            if not offline(t) and internal(t, m):
+                print(f"- {t} ({internal(t, m)})")
+        print("\nPublic failures:")
+        for t, m in failures:
+            if not offline(t) and not internal(t, m):
+                print(f"- {t}: {m}")
+
+
+if __name__ == "__main__":
+    main()
