@@ -248,6 +248,7 @@ async def generate(args: argparse.Namespace) -> dict:
         "prompt": args.prompt,
         "log_ml": float(seqs.log_ml),
         "ess": float(seqs.ess),
+        "deaths": seqs.deaths.as_dict(),
         "posterior": [{"text": text, "probability": float(p)} for text, p in posterior],
     }
 

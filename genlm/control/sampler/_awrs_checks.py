@@ -102,6 +102,19 @@ class Checks:
         self.context, self.known = context, known
         self.eos = len(condition.vocab)
 
+    def known_of(self, positions: np.ndarray) -> np.ndarray:
+        """Per position, 1 (allowed) or 0 (rejected) where known without a call, else -1."""
+        known, eos, index = self.known, self.eos, self.index
+        out = np.full(len(positions), -1, dtype=np.int8)
+        for j, p in enumerate(positions.tolist()):
+            if index is not None and self.allowed_next is None:
+                got = known.eos if p == eos else index.settled(known, index.leaf[p])
+            else:
+                got = known.tokens.get(p)
+            if got is not None:
+                out[j] = got
+        return out
+
     async def answer(self, positions: np.ndarray) -> tuple[np.ndarray, int]:
         """Whether each of the condition's `vocab_eos[positions]` may follow the
         context, and the number of condition calls made."""

@@ -346,6 +346,24 @@ class AWRS(TokenSampler):
         made (none for answers known already)."""
         return await self._checks(context).answer(rows)
 
+    async def _known_prefix(self, context: list, block: np.ndarray, chosen: np.ndarray, choose: _Chooser, mass: float) -> tuple:
+        """A block's draws up to its first one whose answer is not known (asked, one
+        call or none), with their answers and the calls made; the draws after it
+        are left unused (their probabilities leave `choose.logp`), so the walk goes
+        on from the pool as it is after that draw."""
+        checks = self._checks(context)
+        known = checks.known_of(block)
+        unknown = np.flatnonzero(known < 0)
+        if not len(unknown):
+            return block, chosen, known.astype(bool), 0
+        cut = int(unknown[0]) + 1
+        ok, n = await checks.answer(block[cut - 1 : cut])
+        if cut < len(block):
+            choose.logp -= float(np.log(chosen[cut:]).sum()) - (len(block) - cut) * math.log(mass)
+        answers = known[:cut].astype(bool)
+        answers[-1] = bool(ok[0])
+        return block[:cut], chosen[:cut], answers, n
+
     async def search(self, context, probs, choose: _Chooser) -> Search:
         """Draw and check tokens in race order until the stopping rule; estimate `Ẑ`.
 
@@ -365,7 +383,10 @@ class AWRS(TokenSampler):
         m = self.max_accepts if self.proper_weights else 1
         walk = _Walk(m, self.max_rejects if self.proper_weights else float("inf"), coin=self.recursive)
         batched = self._allowed_next is not None
-        size = self.block_size if batched else 1
+        # a Generator-driven search of a condition checked token by token draws in
+        # blocks too, but uses a block only up to its first draw not known already
+        cut_at_unknown = not batched and choose.draw is None
+        size = self.block_size if batched or cut_at_unknown else 1
         checks = 0
         while not walk.done:
             if walk.coin and walk.accepts and walk.skip is None:
@@ -377,7 +398,10 @@ class AWRS(TokenSampler):
             if mass <= 0.0:
                 break
             block, chosen = choose.block(pool, mass, size)
-            ok, n = await self._check_block(context, block)
+            if cut_at_unknown:
+                block, chosen, ok, n = await self._known_prefix(context, block, chosen, choose, mass)
+            else:
+                ok, n = await self._check_block(context, block)
             checks += n
             if len(block) >= self.vector_walk:
                 walk.vector(block, chosen, ok, pool, mass)
@@ -390,7 +414,8 @@ class AWRS(TokenSampler):
                     walk.race(live, ok, pool, choose)
                     checks += n
                 break
-            size = min(2 * size, self.max_block) if batched else 1
+            if batched or cut_at_unknown:
+                size = min(2 * size, self.max_block) if n == 0 or batched else self.block_size
         first, log_z = estimate(self, walk, probs, choose)
         return Search(first, log_z, choose.logp, checks)
 

@@ -219,6 +219,8 @@ class RunRecord:
         steps: one record per step.
         final_contexts, final_log_weights: the returned population.
         log_ml: the estimate of `log Z` (finite or `-inf`).
+        deaths: the final sequences of weight zero by cause (`genlm.control.smc.deaths`:
+            `{"max_tokens": n, "dead_prefix": n, "nan": n, "critic": n}`), or None.
 
     Raises:
         RecordError: naming the first field of the wrong type or out of range
@@ -234,6 +236,7 @@ class RunRecord:
     final_contexts: list[list[str]] = field(default_factory=list)
     final_log_weights: list[float] = field(default_factory=list)
     log_ml: float = -math.inf
+    deaths: dict[str, int] | None = None
 
     def __post_init__(self):
         self.validate()
@@ -262,6 +265,13 @@ class RunRecord:
         _check_contexts(self.final_contexts, "final_contexts", self.n_particles)
         _check_log_weights(self.final_log_weights, "final_log_weights", self.n_particles)
         _check_real(self.log_ml, "log_ml", neg_inf=True)
+        if self.deaths is not None:
+            if not isinstance(self.deaths, dict):
+                raise RecordError("deaths", f"must be an object or null, got {_shown(self.deaths)}")
+            for cause, count in self.deaths.items():
+                if not isinstance(cause, str):
+                    raise RecordError("deaths", f"keys must be str, got {_shown(cause)}")
+                _check_int(count, f"deaths.{cause}", lo=0)
 
     def to_dict(self) -> dict:
         return {
@@ -275,6 +285,7 @@ class RunRecord:
             "final_contexts": self.final_contexts,
             "final_log_weights": _dump_logws(self.final_log_weights),
             "log_ml": None if self.log_ml == -math.inf else self.log_ml,
+            "deaths": self.deaths,
         }
 
     @classmethod
@@ -307,6 +318,7 @@ class RunRecord:
             final_contexts=_get(d, "final_contexts"),
             final_log_weights=_load_logws(_get(d, "final_log_weights"), "final_log_weights"),
             log_ml=-math.inf if log_ml is None else log_ml,
+            deaths=d.get("deaths"),
         )
 
     def to_json(self, path: str | Path) -> None:
@@ -377,6 +389,7 @@ class Recorder:
             final_contexts=[context_text(c) for c in pop.contexts],
             final_log_weights=pop.log_weights.tolist(),
             log_ml=pop.log_ml,
+            deaths=pop.deaths.as_dict(),
         )
 
 

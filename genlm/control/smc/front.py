@@ -104,7 +104,7 @@ class SMC:
             seed=seed,
             verbosity=verbosity,
         )
-        return Sequences(pop.contexts, pop.log_weights, record=pop.record)
+        return Sequences(pop.contexts, pop.log_weights, record=pop.record, deaths=pop.deaths)
 
     async def cleanup(self) -> None:
         """Release the sampler's and the critic's resources."""
