@@ -18,6 +18,7 @@ from genlm.control.testing import assert_properly_weighted, expected_logws
 NEG_INF = float("-inf")
 ALPHABET = b"abcq"
 TOKENS = [bytes(t) for n in (1, 2, 3) for t in itertools.product(ALPHABET, repeat=n)]  # 84 tokens
+SMALL = [bytes(t) for n in (1, 2) for t in itertools.product(b"aq", repeat=n)]  # 6: exact enumeration
 
 
 class QuotedBytes(Potential):
@@ -61,20 +62,20 @@ class Hidden(Potential):
         return await self.inner.complete(context)
 
 
-def llm_like(seed: int) -> NextTable:
+def llm_like(seed: int, tokens: list = TOKENS) -> NextTable:
     rng = np.random.default_rng(seed)
     rows: dict = {}
 
     def row(ctx):
         if ctx not in rows:
-            rows[ctx] = np.log(rng.dirichlet(np.full(len(TOKENS) + 1, 0.3)))
+            rows[ctx] = np.log(rng.dirichlet(np.full(len(tokens) + 1, 0.3)))
         return rows[ctx]
 
-    return NextTable(TOKENS, row)
+    return NextTable(tokens, row)
 
 
-def sampler(seed: int, hide: bool = False, **kwargs):
-    lm, inner = llm_like(seed), QuotedBytes()
+def sampler(seed: int, hide: bool = False, tokens: list = TOKENS, **kwargs):
+    lm, inner = llm_like(seed, tokens), QuotedBytes()
     condition = inner.coerce(lm, f=b"".join)
     if hide:
         condition = Hidden(condition)
@@ -94,15 +95,15 @@ def test_a_homomorphic_coercion_declares_its_token_trie():
 @pytest.mark.parametrize("config", [{}, {"estimator": "recursive"}, {"max_accepts": 3}, {"autobatch": False}])
 async def test_awrs_with_the_trie_is_properly_weighted(config):
     for seed in range(3):
-        s, _ = sampler(seed, **config)
-        for context in ([], [b"q"], [b"qa", b"b"]):
+        s, _ = sampler(seed, tokens=SMALL, **config)
+        for context in ([], [b"q"], [b"qa"]):
             await assert_properly_weighted(s, context)
 
 
 async def test_kept_answers_and_the_trie_leave_the_weights_of_every_path_unchanged():
     for seed in range(3):
-        with_trie, _ = sampler(seed)
-        without, _ = sampler(seed, hide=True)
+        with_trie, _ = sampler(seed, tokens=SMALL)
+        without, _ = sampler(seed, hide=True, tokens=SMALL)
         for context in ([], [b"q"]):
             a, b = await expected_logws(with_trie, context), await expected_logws(without, context)
             assert a.keys() == b.keys()
@@ -129,7 +130,8 @@ async def test_seeded_searches_are_unbiased_and_draw_the_target():
     for x, mass in want.items():
         f = np.zeros(n)
         f[: len(got.get(x, []))] = got.get(x, [])
-        assert abs(f.mean() - mass) < 4 * f.std() / math.sqrt(n) + 1e-12, x
+        # f ≤ w pointwise, so E[f²] ≤ E[w²] bounds each token's σ (rare tokens may go unseen)
+        assert abs(f.mean() - mass) < 4 * math.sqrt((ws**2).mean() / n), x
 
 
 async def test_no_question_is_asked_twice_after_one_context():
