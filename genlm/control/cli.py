@@ -284,6 +284,7 @@ async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
         "prompt": args.prompt,
         "log_ml": float(seqs.log_ml),
         "ess": float(seqs.ess),
+        "deaths": seqs.deaths.as_dict(),
         "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
         "particles_without_mass": seqs.n_without_mass,
     }

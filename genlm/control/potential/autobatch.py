@@ -123,6 +123,10 @@ class AutoBatchedPotential(Potential):
         return self.potential.batch_allowed
 
     @property
+    def token_trie(self) -> Any:
+        return self.potential.token_trie
+
+    @property
     def stateful(self) -> bool:  # type: ignore[override]
         return self.potential.stateful
 

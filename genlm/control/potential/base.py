@@ -189,6 +189,10 @@ class Potential(ABC):
     #: where each `logw_next` row is finite (`fast_paths.BatchAllowed`). None: not offered.
     batch_allowed: Any = None
 
+    #: A `fast_paths.TokenTrie`: this potential's tokens as the paths of a symbol trie
+    #: into an inner potential (a coercion through a homomorphic map). None: not offered.
+    token_trie: Any = None
+
     def rows_class(self) -> type:
         """The class whose methods compute this potential's `logw_next` rows: its own
         (a view that only batches calls names its inner potential's)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -116,6 +116,16 @@ def _target_of(target: Any, target_vocab: Any, tables: Any) -> tuple[Any, VocabT
     return target, tables
 
 
+class CoercedTrie(NamedTuple):
+    """A coercion's `fast_paths.TokenTrie`: `prefix(ctx + [vocab[k]]) ==
+    inner.prefix(image(ctx) + trie.path(leaf[k]))`."""
+
+    trie: SymbolTrie
+    leaf: np.ndarray
+    inner: Potential
+    image: Callable[[Sequence[Any]], list]
+
+
 class Coerced(Potential):
     """`Coerced(p, other, f).prefix(xs) = p.prefix(f(xs))`; likewise `complete`.
 
@@ -190,6 +200,13 @@ class Coerced(Potential):
         self._symbol_index = np.array(
             [miss] + [inner.get(s, miss) for s in self.trie.symbol[1:]], dtype=np.int64
         )
+
+    @property
+    def token_trie(self) -> CoercedTrie | None:  # type: ignore[override]
+        """The trie of the tokens' images when `f` is homomorphic (`fast_paths.TokenTrie`)."""
+        if self.trie is None or not self.homomorphic:
+            return None
+        return CoercedTrie(self.trie, self._leaf, self.potential, self._map)
 
     @staticmethod
     def build_trie(vocab: Sequence[Any], f: Callable[[list], Any]) -> SymbolTrie:
@@ -372,4 +389,4 @@ class _PrefixRows:
         return out
 
 
-__all__ = ["CarriedNodes", "Coerced", "SymbolTrie", "has_vectorised_logw_next", "is_join", "stateful_potential"]
+__all__ = ["CarriedNodes", "Coerced", "CoercedTrie", "SymbolTrie", "has_vectorised_logw_next", "is_join", "stateful_potential"]

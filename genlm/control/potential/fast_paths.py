@@ -13,6 +13,7 @@ attributes or unwraps wrappers:
 | `SparseLogwNext` | overriding `sparse_logw_next` | `sparse_logw_next(p)` |
 | `AllowedNext` | defining `async allowed_next` | `allowed_next(p)` |
 | `BatchAllowed` | defining `async batch_allowed` | `batch_allowed(p)` |
+| `TokenTrie` | a `token_trie` that is not None | `token_trie(p)` |
 
 The protocols type what a declared path offers; they are not checked with
 `isinstance`, which would find every `Potential` (the base class names each path,
@@ -96,6 +97,23 @@ class BatchAllowed(Protocol):
     async def batch_allowed(self, contexts: Sequence[Sequence[Any]], like: Any = None) -> Any: ...
 
 
+class TokenTrie(Protocol):
+    """A coerced potential's tokens as the paths of a symbol trie into an inner potential:
+
+        prefix(ctx + [vocab[k]]) == inner.prefix(image(ctx) + trie.path(leaf[k]))
+        complete(ctx) == inner.complete(image(ctx))
+
+    For a Boolean inner potential a node whose prefix is -inf has only such nodes
+    below it (a prefix's weight sums over its completions), so one answer at a node
+    settles every token below it. AWRS's checks use this (`_awrs_checks`)."""
+
+    trie: Any
+    leaf: np.ndarray
+    inner: "Potential"
+
+    def image(self, context: Sequence[Any]) -> list: ...
+
+
 def carrier(potential: "Potential") -> CarriesStates | None:
     """`potential` when it declares `stateful`, else None."""
     return potential if potential.stateful else None
@@ -131,6 +149,11 @@ def batch_allowed(potential: "Potential") -> BatchAllowed | None:
     return _callable_or_none(potential, "batch_allowed", potential.batch_allowed)
 
 
+def token_trie(potential: "Potential") -> TokenTrie | None:
+    """`potential.token_trie` when it offers one, else None."""
+    return potential.token_trie
+
+
 def _callable_or_none(potential: "Potential", name: str, method: Any) -> Any:
     if method is not None and not callable(method):
         raise TypeError(
@@ -163,6 +186,7 @@ def declared(potential: "Potential") -> frozenset[str]:
         "sparse_logw_next": sparse_logw_next(potential),
         "allowed_next": allowed_next(potential) is not None,
         "batch_allowed": batch_allowed(potential) is not None,
+        "token_trie": token_trie(potential) is not None,
     }
     return frozenset(name for name, yes in offered.items() if yes)
 
@@ -173,11 +197,13 @@ __all__ = [
     "CarriesStates",
     "CheapLogwNext",
     "SparseLogwNext",
+    "TokenTrie",
     "allowed_next",
     "batch_allowed",
     "carrier",
     "cheap_logw_next",
     "declared",
     "sparse_logw_next",
+    "token_trie",
     "vectorised_logw_next",
 ]

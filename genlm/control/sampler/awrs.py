@@ -57,12 +57,11 @@ from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, u
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.potential.product import Product
+from genlm.control.sampler._awrs_checks import CheckMemo, Checks, TrieIndex
 from genlm.control.sampler._awrs_device import race_on_device, search_on_device
 from genlm.control.sampler._awrs_exact import (
     Support,
-    boolean_value,
     draw_one,
-    none,
 )
 from genlm.control.sampler._awrs_rows import allowed_rows, on_host, proposal_rows
 from genlm.control.sampler._awrs_search import (
@@ -203,6 +202,10 @@ class AWRS(TokenSampler):
         self.exact = bool(condition.cheap_logw_next)
         self._allowed_next = fast_paths.allowed_next(condition)
         self._batch_allowed = fast_paths.batch_allowed(condition)
+        trie = fast_paths.token_trie(condition)
+        index = None if trie is None else TrieIndex(trie, view(trie.inner))
+        # the condition's answers, kept per context (genlm.control.sampler._awrs_checks)
+        self._memo = CheckMemo(self._allowed_next, index)
         with warnings.catch_warnings():  # a subset vocabulary is intended here
             warnings.simplefilter("ignore")
             super().__init__(Product(self.potential, self.condition))
@@ -330,35 +333,37 @@ class AWRS(TokenSampler):
 
     # Checks --------------------------------------------------------------------
 
-    async def _allowed(self, context: list, token: Any) -> bool:
-        if token == self.condition.eos:
-            return boolean_value(self.condition, await self.condition.complete(context))
-        return boolean_value(self.condition, await self.condition.prefix(context + [token]))
+    def _checks(self, context: list) -> Checks:
+        """The condition's answers after `context`: what earlier searches learnt there,
+        and calls for the rest (`genlm.control.sampler._awrs_checks`)."""
+        return self._memo.at(self.condition, context)
 
     async def _check_all(self, context: list, rows: np.ndarray) -> np.ndarray:
-        """Whether each `vocab_eos` row of the condition may follow `context`, in one call."""
-        if self._allowed_next is not None:
-            return np.asarray(await self._allowed_next(context, rows), dtype=bool)
-        tokens = [self.support.tokens[int(i)] for i in rows]
-        eos = self.condition.eos
-        ext = [context + [x] for x in tokens if x != eos]
-        values, complete = await gather_or_cancel(
-            self.condition.batch_prefix(ext),
-            self.condition.complete(context) if eos in tokens else none(),
-        )
-        it = iter(values)
-        return np.array(
-            [boolean_value(self.condition, complete if x == eos else next(it)) for x in tokens], dtype=bool
-        )
+        """Whether each `vocab_eos` row of the condition may follow `context`."""
+        return (await self._checks(context).answer(rows))[0]
 
     async def _check_block(self, context: list, rows: np.ndarray) -> tuple[np.ndarray, int]:
-        """Whether each draw of a block may follow `context` (one `allowed_next` call
-        on its distinct rows, or one check for a single draw), and the checks made."""
-        if self._allowed_next is None:
-            return np.array([await self._allowed(context, self.support.tokens[int(rows[0])])]), 1
-        distinct, where = np.unique(rows, return_inverse=True)
-        answer = np.asarray(await self._allowed_next(context, distinct), dtype=bool)
-        return answer[where], len(distinct)
+        """Whether each draw of a block may follow `context`, and the condition calls
+        made (none for answers known already)."""
+        return await self._checks(context).answer(rows)
+
+    async def _known_prefix(self, context: list, block: np.ndarray, chosen: np.ndarray, choose: _Chooser, mass: float) -> tuple:
+        """A block's draws up to its first one whose answer is not known (asked, one
+        call or none), with their answers and the calls made; the draws after it
+        are left unused (their probabilities leave `choose.logp`), so the walk goes
+        on from the pool as it is after that draw."""
+        checks = self._checks(context)
+        known = checks.known_of(block)
+        unknown = np.flatnonzero(known < 0)
+        if not len(unknown):
+            return block, chosen, known.astype(bool), 0
+        cut = int(unknown[0]) + 1
+        ok, n = await checks.answer(block[cut - 1 : cut])
+        if cut < len(block):
+            choose.logp -= float(np.log(chosen[cut:]).sum()) - (len(block) - cut) * math.log(mass)
+        answers = known[:cut].astype(bool)
+        answers[-1] = bool(ok[0])
+        return block[:cut], chosen[:cut], answers, n
 
     async def search(self, context, probs, choose: _Chooser) -> Search:
         """Draw and check tokens in race order until the stopping rule; estimate `Ẑ`.
@@ -379,7 +384,10 @@ class AWRS(TokenSampler):
         m = self.max_accepts if self.proper_weights else 1
         walk = _Walk(m, self.max_rejects if self.proper_weights else float("inf"), coin=self.recursive)
         batched = self._allowed_next is not None
-        size = self.block_size if batched else 1
+        # a Generator-driven search of a condition checked token by token draws in
+        # blocks too, but uses a block only up to its first draw not known already
+        cut_at_unknown = not batched and choose.draw is None
+        size = self.block_size if batched or cut_at_unknown else 1
         checks = 0
         while not walk.done:
             if walk.coin and walk.accepts and walk.skip is None:
@@ -391,7 +399,10 @@ class AWRS(TokenSampler):
             if mass <= 0.0:
                 break
             block, chosen = choose.block(pool, mass, size)
-            ok, n = await self._check_block(context, block)
+            if cut_at_unknown:
+                block, chosen, ok, n = await self._known_prefix(context, block, chosen, choose, mass)
+            else:
+                ok, n = await self._check_block(context, block)
             checks += n
             if len(block) >= self.vector_walk:
                 walk.vector(block, chosen, ok, pool, mass)
@@ -400,11 +411,12 @@ class AWRS(TokenSampler):
             if batched and choose.draw is None and walk.rejects >= self.race_after and not walk.done:
                 live = pool.live_indices()
                 if len(live):
-                    ok = np.asarray(await self._allowed_next(context, live), dtype=bool)
+                    ok, n = await self._check_block(context, live)
                     walk.race(live, ok, pool, choose)
-                    checks += len(live)
+                    checks += n
                 break
-            size = min(2 * size, self.max_block) if batched else 1
+            if batched or cut_at_unknown:
+                size = min(2 * size, self.max_block) if n == 0 or batched else self.block_size
         first, log_z = estimate(self, walk, probs, choose)
         return Search(first, log_z, choose.logp, checks)
 

@@ -220,6 +220,8 @@ class RunRecord:
         final_contexts, final_log_weights: the returned population.
         log_ml: the estimate of `log Z` (finite or `-inf`).
         prompt: the text the model continued, when the run's model had one prompt.
+        deaths: the final sequences of weight zero by cause (`genlm.control.smc.deaths`:
+            `{"max_tokens": n, "dead_prefix": n, "nan": n, "critic": n}`), or None.
 
     Raises:
         RecordError: naming the first field of the wrong type or out of range
@@ -236,6 +238,7 @@ class RunRecord:
     final_log_weights: list[float] = field(default_factory=list)
     log_ml: float = -math.inf
     prompt: str | None = None
+    deaths: dict[str, int] | None = None
 
     def __post_init__(self):
         self.validate()
@@ -266,6 +269,13 @@ class RunRecord:
         _check_real(self.log_ml, "log_ml", neg_inf=True)
         if self.prompt is not None and not isinstance(self.prompt, str):
             raise RecordError("prompt", f"must be a str or null, got {_shown(self.prompt)}")
+        if self.deaths is not None:
+            if not isinstance(self.deaths, dict):
+                raise RecordError("deaths", f"must be an object or null, got {_shown(self.deaths)}")
+            for cause, count in self.deaths.items():
+                if not isinstance(cause, str):
+                    raise RecordError("deaths", f"keys must be str, got {_shown(cause)}")
+                _check_int(count, f"deaths.{cause}", lo=0)
 
     def to_dict(self) -> dict:
         return {
@@ -280,6 +290,7 @@ class RunRecord:
             "final_log_weights": _dump_logws(self.final_log_weights),
             "log_ml": None if self.log_ml == -math.inf else self.log_ml,
             "prompt": self.prompt,
+            "deaths": self.deaths,
         }
 
     @classmethod
@@ -313,6 +324,7 @@ class RunRecord:
             final_log_weights=_load_logws(_get(d, "final_log_weights"), "final_log_weights"),
             log_ml=-math.inf if log_ml is None else log_ml,
             prompt=d.get("prompt"),  # absent from records written before it was kept
+            deaths=d.get("deaths"),
         )
 
     def to_json(self, path: str | Path) -> None:
@@ -385,6 +397,7 @@ class Recorder:
             final_log_weights=pop.log_weights.tolist(),
             log_ml=pop.log_ml,
             prompt=self._prompt,
+            deaths=pop.deaths.as_dict(),
         )
 
 

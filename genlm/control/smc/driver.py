@@ -8,6 +8,9 @@ particles), progress and recording. The arithmetic is the pure kernel's.
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 
 from genlm.control._args import is_int, is_real, positive_int, reject_bool
@@ -15,6 +18,7 @@ from genlm.control.sampler.record import Recorder, context_text
 from genlm.control.sampler.record_file import check_output_path, write_record_or_warn
 from genlm.control.sampler.resampling import get_resampler
 from genlm.control.smc import kernel, progress
+from genlm.control.smc.deaths import Cause, Deaths, ZeroWeightWarning
 from genlm.control.smc.particle import Population, SequenceModel
 from genlm.control.smc.state import PopulationState, Proposals
 from genlm.control.smc.step import SlotStreams, propose, retrying
@@ -90,8 +94,12 @@ async def smc_standard(
     scheme = get_resampler(resampling_method)
     check_seed(seed)
     rng, streams = run_streams(seed)
-    start = float(fold_nan(np.array([await retrying(model.start_weight)]))[0])
+    raw_start = float(await retrying(model.start_weight))
+    start = float(fold_nan(np.array([raw_start]))[0])
     state = kernel.initial_state(n_particles, start, model.eos)
+    # each particle's cause of death (genlm.control.smc.deaths), kept through resampling
+    start_cause = Cause.NAN if raw_start != raw_start else Cause.DEAD_PREFIX
+    causes: list[Cause | None] = [start_cause if start == -math.inf else None] * n_particles
     recorder = None
     if json_file:
         recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed, prompt)
@@ -108,6 +116,7 @@ async def smc_standard(
 
             proposals = await retrying(attempt)
             state = kernel.reweight(state, live, proposals, model.eos)
+            _attach_causes(causes, state, live, proposals)
             ancestors = kernel.ancestors(state, rng, ess_threshold, scheme)
             if verbosity > 0:
                 _print_step(step, state, ancestors)
@@ -115,13 +124,25 @@ async def smc_standard(
                 recorder.add(step, state, ancestors)
             if ancestors is not None:
                 state = kernel.resample(state, ancestors)
+                causes = [causes[a] for a in ancestors.tolist()]
             step += 1
             bar.update(1)
     pop = Population.of_state(model, state)
+    pop.deaths = Deaths.of(c or Cause.DEAD_PREFIX for c, w in zip(causes, state.log_weights) if w == -math.inf)
+    if n_particles and pop.deaths.total == n_particles:
+        warnings.warn(ZeroWeightWarning(pop.deaths.explain(n_particles)), stacklevel=3)
     if recorder is not None:
         pop.record = recorder.finish(pop)
         write_record_or_warn(pop.record, json_file)
     return pop
+
+
+def _attach_causes(causes: list, state: PopulationState, live: np.ndarray, proposals: Proposals) -> None:
+    """The cause of each live particle whose weight has just become zero (from the
+    step's `proposals.causes`; a sampler's weight zero when they are missing)."""
+    for j, i in enumerate(live.tolist()):
+        if state.log_weights[i] == -math.inf and causes[i] is None:
+            causes[i] = proposals.causes[j] if proposals.causes else Cause.DEAD_PREFIX
 
 
 def _print_step(step: int, state: PopulationState, ancestors: np.ndarray | None) -> None:

@@ -127,7 +127,7 @@ class SMC:
                 verbosity=verbosity,
                 prompt=_prompt_text(held) if json_path is not None else None,
             )
-        return Sequences(pop.contexts, pop.log_weights, record=pop.record)
+        return Sequences(pop.contexts, pop.log_weights, record=pop.record, deaths=pop.deaths)
 
     def cleanup(self) -> Cleaned:
         """Release the sampler's and the critic's resources (awaitable, or not)."""

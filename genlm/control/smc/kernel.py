@@ -71,10 +71,11 @@ def reweight(state: PopulationState, live: np.ndarray, proposals: Proposals, eos
             length, or `live` names a finished particle or no particle.
     """
     live = _indices("live", live, state.n)
-    if {len(a) for a in proposals} != {len(live)}:
+    fields = (proposals.contexts, proposals.logws, proposals.twists, proposals.scored, proposals.ends)
+    if {len(a) for a in fields} != {len(live)}:
         raise ValueError(
             f"reweight needs one proposal per live particle: {len(live)} live, "
-            f"proposals of lengths {[len(a) for a in proposals]}"
+            f"proposals of lengths {[len(a) for a in fields]}"
         )
     if state.done[live].any():
         raise ValueError(f"reweight: particle {int(live[state.done[live]][0])} has already finished")

@@ -19,6 +19,7 @@ from genlm.control.constant import EOS
 from genlm.control.draw import current_rng
 from genlm.control.sampler.record import RunRecord
 from genlm.control.sampler.resampling import log_mean_exp
+from genlm.control.smc.deaths import Deaths
 from genlm.control.smc.kernel import increments
 from genlm.control.smc.state import PopulationState, ends_with
 from genlm.control.smc.step import SlotStreams, propose, retrying
@@ -253,12 +254,14 @@ class Population:
         log_weights: `logw_i` of each slot.
         done: whether each slot's particle has finished.
         record: the run record when one was requested.
+        deaths: the sequences of weight zero, by cause (`genlm.control.smc.deaths`).
     """
 
     particles: list[SequenceModel]
     log_weights: np.ndarray
     done: np.ndarray
     record: RunRecord | None = field(default=None, repr=False)
+    deaths: Deaths = field(default_factory=Deaths)
 
     @classmethod
     def of_state(cls, model: SequenceModel, state: PopulationState, record: RunRecord | None = None) -> "Population":

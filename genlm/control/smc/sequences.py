@@ -12,6 +12,7 @@ import numpy as np
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.record import RunRecord, token_text
 from genlm.control.sampler.resampling import ess, log_mean_exp, normalized_weights
+from genlm.control.smc.deaths import Deaths
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF, fold_nan, logsumexp
 
@@ -26,6 +27,9 @@ class Sequences:
     Args:
         contexts: the sequences (lists of tokens, or of units).
         log_weights: their log importance weights (NaN is read as `-inf`).
+        record: the run record, when the run wrote one.
+        deaths: how many sequences have weight zero, by cause (`Deaths`: `max_tokens`,
+            `dead_prefix`, `nan`, `critic`); SMC fills it, all zeros otherwise.
 
     Attributes:
         size: number of sequences.
@@ -39,6 +43,7 @@ class Sequences:
     contexts: list
     log_weights: Any
     record: RunRecord | None = field(default=None, repr=False, compare=False)
+    deaths: Deaths = field(default_factory=Deaths, repr=False, compare=False)
 
     def __post_init__(self):
         self.contexts = list(self.contexts)

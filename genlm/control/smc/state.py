@@ -108,6 +108,8 @@ class Proposals(NamedTuple):
             `scored` is false.
         scored: where the critic was asked (the increment was above `-inf`).
         ends: where the extended context ends in EOS.
+        causes: where the step gave weight zero (or NaN), its `deaths.Cause`; None
+            elsewhere (empty: not classified).
     """
 
     contexts: list[tuple]
@@ -115,6 +117,7 @@ class Proposals(NamedTuple):
     twists: np.ndarray
     scored: np.ndarray
     ends: np.ndarray
+    causes: tuple = ()
 
 
 __all__ = ["PopulationState", "Proposals", "closed", "ends_with"]

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from genlm.control.sampler.token import TokenSampler
+from genlm.control.smc.deaths import Cause, DeadEnd
 from genlm.control.smc.state import Proposals, ends_with
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF
@@ -84,8 +85,9 @@ async def _logw_eos_all(sampler: Any, contexts: list[list]) -> list:
     return list(await batch(contexts))
 
 
-async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[list, np.ndarray]:
-    """A unit after each context (EOS forced, with its `logw_eos`, at `max_tokens - 1`)."""
+async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[list, np.ndarray, np.ndarray]:
+    """A unit after each context (EOS forced, with its `logw_eos`, at `max_tokens - 1`),
+    its log weight, and where EOS was forced."""
     sampler, n = model.unit_sampler, len(contexts)
     forced = [i for i, c in enumerate(contexts) if len(c) >= model.max_tokens - 1]
     drawn = [i for i, c in enumerate(contexts) if len(c) < model.max_tokens - 1]
@@ -105,7 +107,23 @@ async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[lis
     if forced:
         for i, logw in zip(forced, results[-1]):
             units[i], logws[i] = model.eos, float(logw)
-    return units, logws
+    made_to_end = np.zeros(n, dtype=bool)
+    made_to_end[forced] = True
+    return units, logws, made_to_end
+
+
+def _cause(logw: float, twist: float, scored: bool, unit: Any, made_to_end: bool) -> Cause | None:
+    """Why a proposal has weight zero (or NaN), in the order of `genlm.control.smc.deaths`;
+    None when it has not."""
+    if logw != logw or (scored and twist != twist):
+        return Cause.NAN
+    if isinstance(unit, DeadEnd):
+        return unit.cause
+    if logw == NEG_INF:
+        return Cause.MAX_TOKENS if made_to_end else Cause.DEAD_PREFIX
+    if scored and twist == NEG_INF:
+        return Cause.CRITIC
+    return None
 
 
 async def _scores(critic: Any, contexts: list[list]) -> list:
@@ -124,7 +142,9 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
     ones when `model.twist_with_critic` is False).
     """
     lists = [list(c) for c in contexts]
-    units, logws = await _draw_units(model, lists, rngs)
+    units, logws, made_to_end = await _draw_units(model, lists, rngs)
+    reported = [u if isinstance(u, DeadEnd) else None for u in units]
+    units = [model.eos if r is not None else u for u, r in zip(units, reported)]
     news = [[*c, u] for c, u in zip(lists, units)]
     ends = [ends_with(u, model.eos) for u in units]
     stop = model.terminate_when
@@ -134,6 +154,7 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
             logws[i] += float(logw)
             news[i].append(model.eos)
             ends[i] = True
+            made_to_end[i] = True
     new_twists = np.array(twists, dtype=np.float64)
     scored = np.zeros(len(news), dtype=bool)
     if model.critic is not None:
@@ -144,7 +165,11 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
         if rows.size:
             values = await _scores(model.critic, [flatten_units(news[i]) for i in rows.tolist()])
             new_twists[rows] = [float(v) for v in values]
-    return Proposals([tuple(c) for c in news], logws, new_twists, scored, np.array(ends, dtype=bool))
+    causes = tuple(
+        _cause(float(logws[i]), float(new_twists[i]), bool(scored[i]), reported[i] or units[i], bool(made_to_end[i]))
+        for i in range(len(news))
+    )
+    return Proposals([tuple(c) for c in news], logws, new_twists, scored, np.array(ends, dtype=bool), causes)
 
 
 __all__ = ["SlotStreams", "propose", "retrying"]

@@ -1,0 +1,237 @@
+"""What AWRS has learnt of its condition after one context, so that nothing is asked twice.
+
+A condition is a function of the context, so an answer found by one search serves
+every later search after the same context: the other particles of a step that share
+it, the next draws from it. `Known` holds the answers after one context; the sampler
+keeps them per context in a bounded LRU, and `Checks` answers a set of tokens from
+them, asking the condition only about the rest.
+
+A coercion through a homomorphic map declares its token trie
+(`fast_paths.TokenTrie`): `prefix(ctx + [x]) = inner.prefix(image(ctx) + path(x))`,
+and a node whose prefix is -inf has only such nodes below it. So an answer is kept
+per trie node: a token is rejected without a call when a node on its path is known
+dead, accepted when its own node is known live (an accepted token makes every node
+on its path live). After a rejected token, `Checks` asks about one more node: the
+child, on the token's path, of its deepest ancestor known live. When that node is
+dead, every token below it is settled at once (after a context where the condition
+allows only a few first bytes, a few calls settle most of the vocabulary); when it
+is live, the known-live frontier moves one byte down. Either way a reject costs at
+most one call more.
+
+Only the condition's own answers are kept and used, so a search draws the same
+tokens, takes the same decisions and returns the same weights as one that checks
+every drawn token; what changes is how many calls it makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+import numpy as np
+
+from genlm.control._lru import LRU
+from genlm.control.sampler._awrs_exact import boolean_value
+from genlm.control.window import gather_or_cancel
+
+KEPT_CONTEXTS = 256  # contexts whose answers a sampler keeps
+
+
+class Known:
+    """The condition's answers known after one context.
+
+    Attributes:
+        tokens: support position (EOS's included) -> allowed, for conditions
+            checked token by token.
+        live, dead: trie nodes known live / dead, for conditions with a token trie.
+        eos: whether EOS is allowed there (None: not asked yet).
+    """
+
+    __slots__ = ("tokens", "live", "dead", "eos")
+
+    def __init__(self):
+        self.tokens: dict[int, bool] = {}
+        self.live: set[int] = set()
+        self.dead: set[int] = set()
+        self.eos: bool | None = None
+
+
+class TrieIndex:
+    """A token trie as the plain lists a check walks (built once per sampler)."""
+
+    def __init__(self, token_trie: Any, inner: Any):
+        self.trie = token_trie.trie
+        self.image = token_trie.image
+        self.inner = inner  # the inner potential, autobatched when the sampler is
+        self.leaf: list[int] = np.asarray(token_trie.leaf).tolist()
+        self.parent: list[int] = self.trie.parent.tolist()
+
+    def settled(self, known: Known, node: int) -> bool | None:
+        """A node's answer when known from itself or a dead ancestor, else None."""
+        if node in known.live:
+            return True
+        parent, dead = self.parent, known.dead
+        while node > 0:
+            if node in dead:
+                return False
+            node = parent[node]
+        return None
+
+    def mark_live(self, known: Known, node: int) -> None:
+        """`node` and every node above it are live."""
+        parent, live = self.parent, known.live
+        while node > 0 and node not in live:
+            live.add(node)
+            node = parent[node]
+
+    def probe(self, known: Known, node: int) -> int | None:
+        """For a dead `node`: the child, on its path, of its deepest ancestor known live
+        (the root counts as live), unless that is `node` itself."""
+        parent, live = self.parent, known.live
+        below, up = node, parent[node]
+        while up > 0 and up not in live:
+            below, up = up, parent[up]
+        return None if below == node else below
+
+
+class Checks:
+    """The condition's answers for tokens after one context, from what is known and
+    from calls for the rest (see the module docstring)."""
+
+    def __init__(self, condition: Any, allowed_next: Any, index: TrieIndex | None, context: list, known: Known):
+        self.condition, self.allowed_next, self.index = condition, allowed_next, index
+        self.context, self.known = context, known
+        self.eos = len(condition.vocab)
+
+    def known_of(self, positions: np.ndarray) -> np.ndarray:
+        """Per position, 1 (allowed) or 0 (rejected) where known without a call, else -1."""
+        known, eos, index = self.known, self.eos, self.index
+        out = np.full(len(positions), -1, dtype=np.int8)
+        for j, p in enumerate(positions.tolist()):
+            if index is not None and self.allowed_next is None:
+                got = known.eos if p == eos else index.settled(known, index.leaf[p])
+            else:
+                got = known.tokens.get(p)
+            if got is not None:
+                out[j] = got
+        return out
+
+    async def answer(self, positions: np.ndarray) -> tuple[np.ndarray, int]:
+        """Whether each of the condition's `vocab_eos[positions]` may follow the
+        context, and the number of condition calls made."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self.index is not None and self.allowed_next is None:
+            return await self._by_trie(positions)
+        known = self.known.tokens
+        unknown = sorted({int(p) for p in positions.tolist() if int(p) not in known})
+        calls = 0
+        if unknown:
+            values = await self._ask_tokens(unknown)
+            calls = len(unknown)
+            known.update(zip(unknown, values))
+        return np.fromiter((known[int(p)] for p in positions.tolist()), dtype=bool, count=len(positions)), calls
+
+    async def _ask_tokens(self, positions: list[int]) -> list[bool]:
+        """The condition's answers for distinct tokens: one `allowed_next` call, else
+        `prefix` (`batch_prefix` for several) and `complete` for EOS."""
+        if self.allowed_next is not None:
+            return np.asarray(await self.allowed_next(self.context, positions), dtype=bool).tolist()
+        condition, context, eos = self.condition, self.context, self.eos
+        tokens = condition.vocab_eos
+        ext = [context + [tokens[p]] for p in positions if p != eos]
+        if len(positions) == 1 and ext:
+            values = [await condition.prefix(ext[0])]
+            done = None
+        else:
+            values, done = await gather_or_cancel(
+                condition.batch_prefix(ext) if ext else _nothing(),
+                condition.complete(context) if eos in positions else _nothing(),
+            )
+            values = [] if values is None else list(values)
+        it = iter(values)
+        return [boolean_value(condition, done if p == eos else next(it)) for p in positions]
+
+    async def _by_trie(self, positions: np.ndarray) -> tuple[np.ndarray, int]:
+        index, known, eos = self.index, self.known, self.eos
+        out = np.zeros(len(positions), dtype=bool)
+        pending: dict[int, list[int]] = {}  # node -> places in `out`
+        ask_eos: list[int] = []
+        for j, p in enumerate(positions.tolist()):
+            if p == eos:
+                if known.eos is None:
+                    ask_eos.append(j)
+                else:
+                    out[j] = known.eos
+                continue
+            node = index.leaf[p]
+            got = index.settled(known, node)
+            if got is None:
+                pending.setdefault(node, []).append(j)
+            else:
+                out[j] = got
+        nodes = list(pending)
+        values, done = await gather_or_cancel(
+            self._ask_nodes(nodes) if nodes else _nothing(),
+            self.condition.complete(self.context) if ask_eos else _nothing(),
+        )
+        calls = len(nodes) + bool(ask_eos)
+        if ask_eos:
+            known.eos = boolean_value(self.condition, done)
+            out[ask_eos] = known.eos
+        rejected = []
+        for node, value in zip(nodes, values or []):
+            if value:
+                index.mark_live(known, node)
+                out[pending[node]] = True
+            else:
+                known.dead.add(node)
+                rejected.append(node)
+        calls += await self._probe(rejected)
+        return out, calls
+
+    async def _probe(self, rejected: list[int]) -> int:
+        """Ask about the node above each rejected one that could settle most (see the
+        module docstring); returns the calls made."""
+        index, known = self.index, self.known
+        probes = sorted({n for n in (index.probe(known, node) for node in rejected) if n is not None})
+        if not probes:
+            return 0
+        for node, value in zip(probes, await self._ask_nodes(probes)):
+            if value:
+                index.mark_live(known, node)
+            else:
+                known.dead.add(node)
+        return len(probes)
+
+    async def _ask_nodes(self, nodes: list[int]) -> list[bool]:
+        """The inner potential's answers at trie nodes below the context's image."""
+        index = self.index
+        base = list(index.image(self.context))
+        path = index.trie.path
+        values = await index.inner.batch_prefix([base + list(path(n)) for n in nodes])
+        return [boolean_value(self.condition, v) for v in values]
+
+
+class CheckMemo:
+    """A sampler's `Known` answers per context (an LRU of `KEPT_CONTEXTS` entries),
+    keyed by the context's image under the token trie when the condition has one (so
+    contexts spelling the same bytes share them), else by the context itself."""
+
+    def __init__(self, allowed_next: Any, index: TrieIndex | None):
+        self.allowed_next, self.index = allowed_next, index
+        self.kept: LRU[Hashable, Known] = LRU(KEPT_CONTEXTS)
+
+    def at(self, condition: Any, context: list) -> Checks:
+        """The checks of `condition` after `context`, with what is known there."""
+        key: Any = tuple(self.index.image(context)) if self.index is not None else tuple(context)
+        try:
+            known = self.kept.get_or_make(key, lambda _: Known())
+        except TypeError:  # unhashable tokens: nothing kept beyond this call
+            known = Known()
+        return Checks(condition, self.allowed_next, self.index, context, known)
+
+
+async def _nothing() -> None:
+    return None
+
+
+__all__ = ["CheckMemo", "Checks", "Known", "TrieIndex"]

@@ -1,0 +1,122 @@
+"""Why particles end with weight zero: the cause a step attaches, the counts a run returns.
+
+A particle dies at the step where its weight becomes zero (or NaN, read as zero).
+The step (`genlm.control.smc.step.propose`) attaches one `Cause` there:
+
+1. `NAN`: the sampler's log weight or the critic's score was NaN;
+2. the cause a sampler reported: a sampler that knows why it found no unit of
+   positive weight returns `DeadEnd(cause)` as its unit, with log weight `-inf`
+   (a budget-aware constraint that finds no token able to finish in the tokens
+   left returns `DeadEnd(Cause.MAX_TOKENS)`); the step closes the context with
+   EOS in its place;
+3. `MAX_TOKENS`: the particle was made to end (at `max_tokens`, or by
+   `terminate_when`) and ending there has weight zero;
+4. `DEAD_PREFIX`: the sampler found no unit of positive weight (the condition
+   allowed no token after the context);
+5. `CRITIC`: the critic gave the extended context weight zero.
+
+The driver keeps each particle's cause through resampling and returns the counts
+over the final population as `Deaths` (`Sequences.deaths`, the run record, the
+command line), with one `ZeroWeightWarning` when every particle died.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Iterable
+
+
+class Cause(str, Enum):
+    """Why a particle's weight became zero (see the module docstring)."""
+
+    MAX_TOKENS = "max_tokens"
+    DEAD_PREFIX = "dead_prefix"
+    NAN = "nan"
+    CRITIC = "critic"
+
+
+class DeadEnd:
+    """The unit a sampler returns, with log weight `-inf`, to say why it found none.
+
+    Args:
+        cause: a `Cause`.
+    """
+
+    __slots__ = ("cause",)
+
+    def __init__(self, cause: Cause):
+        self.cause = Cause(cause)
+
+    def __repr__(self) -> str:
+        return f"DeadEnd({self.cause.value!r})"
+
+
+class ZeroWeightWarning(UserWarning):
+    """Every particle of an SMC run ended with weight zero; the message says why."""
+
+
+@dataclass(frozen=True)
+class Deaths:
+    """How many of the returned sequences have weight zero, by cause.
+
+    Attributes:
+        max_tokens: made to end (at `max_tokens` or by `terminate_when`) where ending
+            has weight zero: the constraint could not finish in the tokens allowed.
+        dead_prefix: the sampler found no allowed next token (the condition allowed
+            none after the context).
+        nan: a NaN weight from the sampler or the critic.
+        critic: the critic gave the context weight zero.
+    """
+
+    max_tokens: int = 0
+    dead_prefix: int = 0
+    nan: int = 0
+    critic: int = 0
+
+    @classmethod
+    def of(cls, causes: Iterable[Cause]) -> "Deaths":
+        """The counts of `causes`."""
+        counts = {c: 0 for c in Cause}
+        for c in causes:
+            counts[Cause(c)] += 1
+        return cls(**{c.value: n for c, n in counts.items()})
+
+    @property
+    def total(self) -> int:
+        """Sequences of weight zero."""
+        return self.max_tokens + self.dead_prefix + self.nan + self.critic
+
+    def as_dict(self) -> dict[str, int]:
+        """`{cause: count}` for every cause (the record's and the CLI's `deaths`)."""
+        return {c.value: getattr(self, c.value) for c in Cause}
+
+    def explain(self, n_particles: int) -> str:
+        """Why every particle died, with the next step to try for each cause seen."""
+        parts = [
+            f"{self.max_tokens} reached max_tokens unable to finish",
+            f"{self.dead_prefix} met a dead prefix (the condition allowed no next token)",
+            f"{self.nan} had NaN weights",
+        ]
+        if self.critic:
+            parts.append(f"{self.critic} were given weight zero by the critic")
+        hints = []
+        if self.max_tokens:
+            hints.append(
+                "raise max_tokens (for JSON, a schema or pattern with compact whitespace "
+                "finishes in fewer tokens)"
+            )
+        if self.dead_prefix:
+            hints.append(
+                "check that the condition accepts text the model can tokenize, or try "
+                "another sampler (e.g. direct_token_sampler(llm * condition))"
+            )
+        if self.nan:
+            hints.append("find the potential or critic that returns NaN (a log of a negative number?)")
+        if self.critic:
+            hints.append("check the critic, or sample with it in the target instead")
+        hint = "; ".join(hints) if hints else "try more particles or another sampler"
+        return f"every one of the {n_particles} particles ended with weight zero: {', '.join(parts)}. Next: {hint}."
+
+
+__all__ = ["Cause", "DeadEnd", "Deaths", "ZeroWeightWarning"]

@@ -1,0 +1,168 @@
+"""A run whose particles die says why: counts by cause on `Sequences`, in the record,
+one warning when every particle died; each cause on toys and on the embedded model."""
+
+import json
+import math
+import string
+import warnings
+
+import numpy as np
+import pytest
+from toys.tables import NextTable
+
+from genlm.control import AWRS, EOS, BoolFSA, Potential, direct_token_sampler
+from genlm.control.sampler.token import TokenSampler
+from genlm.control.smc.deaths import Cause, DeadEnd, Deaths, ZeroWeightWarning
+
+NEG_INF = float("-inf")
+VOCAB = ["a", "b"]
+N = 6
+
+
+def uniform(ctx):
+    return np.log(np.full(3, 1 / 3))
+
+
+def allowing(rule):
+    """A Boolean table: `rule(ctx)` gives the allowed (a, b, EOS) after `ctx`."""
+    return NextTable(VOCAB, lambda ctx: np.where(rule(ctx), 0.0, NEG_INF))
+
+
+def five_as(ctx):
+    """Only `a`, and EOS after five of them."""
+    return np.array([True, False, len(ctx) >= 5])
+
+
+def one_a_then_nothing(ctx):
+    return np.array([len(ctx) == 0, False, False])
+
+
+async def run(sampler, critic=None, **kwargs):
+    args = {"n_particles": N, "ess_threshold": 0.5, "max_tokens": 3, "seed": 0, **kwargs}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        seqs = await sampler.smc(critic=critic, **args)
+    zero = [w for w in caught if issubclass(w.category, ZeroWeightWarning)]
+    return seqs, zero
+
+
+def counts(seqs) -> dict:
+    return seqs.deaths.as_dict()
+
+
+def assert_all_died_of(seqs, zero, cause: str):
+    assert counts(seqs) == {**Deaths().as_dict(), cause: N}
+    assert seqs.log_ml == NEG_INF
+    assert len(zero) == 1
+    assert f"{N} particles ended with weight zero" in str(zero[0].message)
+
+
+async def test_a_language_that_cannot_finish_in_max_tokens_dies_of_max_tokens():
+    seqs, zero = await run(direct_token_sampler(NextTable(VOCAB, uniform) * allowing(five_as)))
+    assert_all_died_of(seqs, zero, "max_tokens")
+    assert "raise max_tokens" in str(zero[0].message)
+    assert all(len(c) <= 3 and c[-1] == EOS for c in seqs.contexts)
+
+
+async def test_a_condition_that_allows_no_token_dies_of_a_dead_prefix():
+    lm, cond = NextTable(VOCAB, uniform), allowing(one_a_then_nothing)
+    for sampler in (direct_token_sampler(lm * cond), AWRS(lm, cond)):
+        seqs, zero = await run(sampler, max_tokens=5)
+        assert_all_died_of(seqs, zero, "dead_prefix")
+        assert "another sampler" in str(zero[0].message)
+
+
+class NaNCritic(Potential):
+    async def prefix(self, context):
+        return math.nan
+
+    async def complete(self, context):
+        return math.nan
+
+
+async def test_a_potential_giving_nan_dies_of_nan():
+    lm = NextTable(VOCAB, uniform)
+    seqs, zero = await run(direct_token_sampler(lm), critic=NaNCritic(VOCAB))
+    assert_all_died_of(seqs, zero, "nan")
+    assert "NaN" in str(zero[0].message)
+
+
+class Reporting(TokenSampler):
+    """Finds no unit and says why: the protocol a sampler reports a cause by."""
+
+    async def sample(self, context, draw=None):
+        return DeadEnd(Cause.MAX_TOKENS), NEG_INF, 0.0
+
+
+async def test_a_sampler_reports_the_cause_with_a_dead_end():
+    seqs, zero = await run(Reporting(NextTable(VOCAB, uniform)), max_tokens=8)
+    assert_all_died_of(seqs, zero, "max_tokens")
+    assert all(c == (EOS,) or list(c) == [EOS] for c in seqs.contexts)
+
+
+async def test_counts_match_the_weights_and_a_run_with_survivors_does_not_warn():
+    # two tokens, then only what starts with `a` may finish: the others die at max_tokens
+    def rule(ctx):
+        return np.array([len(ctx) < 2, len(ctx) < 2, ctx[:1] == ("a",)])
+
+    lm = NextTable(VOCAB, uniform) * allowing(rule)
+    for seed in range(8):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seqs = await direct_token_sampler(lm).smc(n_particles=N, ess_threshold=0.0, max_tokens=3, seed=seed)
+        dead = int(np.sum(seqs.log_weights == NEG_INF))
+        assert seqs.deaths.total == dead == seqs.deaths.max_tokens
+        assert (len([w for w in caught if issubclass(w.category, ZeroWeightWarning)]) == 1) == (dead == N)
+
+
+async def test_the_record_holds_the_counts(tmp_path):
+    path = tmp_path / "run.json"
+    lm = NextTable(VOCAB, uniform) * allowing(five_as)
+    seqs, _ = await run(direct_token_sampler(lm), json_path=str(path))
+    assert json.loads(path.read_text())["deaths"] == counts(seqs)
+    assert seqs.record.deaths == counts(seqs)
+
+
+def test_deaths_is_a_typed_record():
+    d = Deaths.of([Cause.NAN, Cause.MAX_TOKENS, Cause.MAX_TOKENS])
+    assert (d.max_tokens, d.dead_prefix, d.nan, d.critic, d.total) == (2, 0, 1, 0, 3)
+    with pytest.raises(AttributeError):
+        d.nan = 0  # frozen
+    with pytest.raises(ValueError):
+        DeadEnd("tired")
+
+
+# The embedded model -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llm():
+    from genlm.control import PromptedLLM
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+
+
+class NoText(Potential):
+    """Allows no text: the empty prefix only, and no complete one."""
+
+    def __init__(self):
+        super().__init__(list(map(ord, string.printable)))
+
+    async def prefix(self, context):
+        return NEG_INF if context else 0.0
+
+    async def complete(self, context):
+        return NEG_INF
+
+
+async def test_embedded_model_each_cause(llm):
+    long = BoolFSA.from_regex(r"[a-z]{60}").coerce(llm, f=b"".join)
+    seqs, zero = await run(AWRS(llm, long), max_tokens=4)
+    assert_all_died_of(seqs, zero, "max_tokens")
+
+    seqs, zero = await run(AWRS(llm, NoText().coerce(llm, f=b"".join)), max_tokens=4)
+    assert_all_died_of(seqs, zero, "dead_prefix")
+
+    seqs, zero = await run(direct_token_sampler(llm), critic=NaNCritic(llm.vocab), max_tokens=4)
+    assert_all_died_of(seqs, zero, "nan")
