@@ -18,9 +18,14 @@ BASE = ["generate", "--prompt", "The value of x is", "--particles", "8", "--max-
 
 OUTPUT_SCHEMA = {
     "type": "object",
-    "required": ["model", "prompt", "log_ml", "ess", "posterior", "particles_without_mass"],
+    "required": ["model", "prompt", "log_ml", "ess", "deaths", "posterior", "particles_without_mass"],
     "additionalProperties": False,
     "properties": {
+        "deaths": {
+            "type": "object",
+            "required": ["max_tokens", "dead_prefix", "nan", "critic"],
+            "additionalProperties": {"type": "integer", "minimum": 0},
+        },
         "model": {"type": "string"},
         "prompt": {"type": "string"},
         "log_ml": {"type": "number"},
@@ -196,7 +201,7 @@ def _bad_inputs(tmp_path):
     (tmp_path / "nostart.lark").write_text('rule: "a"\n', encoding="utf-8")
     (tmp_path / "notjson.json").write_text("{not json", encoding="utf-8")
     (tmp_path / "badschema.json").write_text('{"type": 5}', encoding="utf-8")
-    (tmp_path / "unsupported.json").write_text('{"type": "string", "format": "email"}', encoding="utf-8")
+    (tmp_path / "unsupported.json").write_text('{"$dynamicRef": "#node"}', encoding="utf-8")
     (tmp_path / "binary.lark").write_bytes(b"\xff\xfe")
     return {
         "missing-file": ["--lark", str(tmp_path / "missing.lark")],

@@ -289,8 +289,8 @@ class RunRecord:
             "final_contexts": self.final_contexts,
             "final_log_weights": _dump_logws(self.final_log_weights),
             "log_ml": None if self.log_ml == -math.inf else self.log_ml,
-            "prompt": self.prompt,
-            "deaths": self.deaths,
+        } | {  # optional fields, written when known
+            k: v for k, v in (("prompt", self.prompt), ("deaths", self.deaths)) if v is not None
         }
 
     @classmethod
