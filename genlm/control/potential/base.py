@@ -173,6 +173,10 @@ class Potential(ABC):
     #: where each `logw_next` row is finite (`fast_paths.BatchAllowed`). None: not offered.
     batch_allowed: Any = None
 
+    #: `async batch_tokens_to_finish(contexts)`: per next token, a lower bound on the
+    #: tokens still needed to end (`fast_paths.TokensToFinish`). None: not offered.
+    batch_tokens_to_finish: Any = None
+
     def rows_class(self) -> type:
         """The class whose methods compute this potential's `logw_next` rows: its own
         (a view that only batches calls names its inner potential's)."""

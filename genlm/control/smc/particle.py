@@ -69,9 +69,14 @@ class SequenceModel:
         max_tokens: bound on the context length, EOS included.
         terminate_when: optional predicate on the context; when it holds, the
             particle finishes (EOS is forced with the `logw_eos` correction).
+        budget_aware: a token sampler draws only tokens after which its target can
+            still end within `max_tokens` (`genlm.control.sampler.budget`; the
+            length-conditioned target is unchanged).
     """
 
-    __slots__ = ("unit_sampler", "critic", "max_tokens", "terminate_when", "eos", "context", "twist", "finished")
+    __slots__ = (
+        "unit_sampler", "critic", "max_tokens", "terminate_when", "budget_aware", "eos", "context", "twist", "finished"
+    )
 
     def __init__(
         self,
@@ -79,8 +84,10 @@ class SequenceModel:
         critic: Any = None,
         max_tokens: float = math.inf,
         terminate_when: TerminateWhen | None = None,
+        budget_aware: bool = True,
     ):
         self.unit_sampler = unit_sampler
+        self.budget_aware = bool(budget_aware)
         self.critic = critic
         self.max_tokens = max_tokens
         self.terminate_when = plain_predicate(terminate_when)

@@ -10,11 +10,13 @@ so a seeded run is reproducible whatever runs beside it.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 
+from genlm.control.sampler.budget import using_horizon
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.smc.state import Proposals, ends_with
 from genlm.control.util import flatten_units
@@ -84,6 +86,15 @@ async def _logw_eos_all(sampler: Any, contexts: list[list]) -> list:
     return list(await batch(contexts))
 
 
+def _horizon(model: Any) -> int | None:
+    """The `max_tokens` a token sampler prunes its draws to (`sampler.budget`), or None:
+    the budget turned off, no finite bound, or units that are not single tokens."""
+    sampler, m = model.unit_sampler, model.max_tokens
+    if not getattr(model, "budget_aware", True) or not math.isfinite(m):
+        return None
+    return int(m) if isinstance(sampler, TokenSampler) and sampler.budget_in_tokens else None
+
+
 async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[list, np.ndarray]:
     """A unit after each context (EOS forced, with its `logw_eos`, at `max_tokens - 1`)."""
     sampler, n = model.unit_sampler, len(contexts)
@@ -94,7 +105,8 @@ async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[lis
         calls.append(_sample_all(sampler, [contexts[i] for i in drawn], [rngs[i] for i in drawn]))
     if forced:
         calls.append(_logw_eos_all(sampler, [contexts[i] for i in forced]))
-    results = await calls[0] if len(calls) == 1 else await gather_or_cancel(*calls)
+    with using_horizon(_horizon(model)):  # the tasks gather makes copy it
+        results = await calls[0] if len(calls) == 1 else await gather_or_cancel(*calls)
     if len(calls) == 1:
         results = [results]
     units: list[Any] = [None] * n
