@@ -33,8 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
+from toys import Searched
 
-from genlm.control import AWRS, BoolFSA, Potential, PromptedLLM, direct_token_sampler
+from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
 from genlm.control.embedded import EMBEDDED_MODEL
 from genlm.control.potential.built_in.engine._guided_engine import EngineVocab, mask_allowed
@@ -257,28 +258,6 @@ def test_enumeration_respects_max_tokens(llm, conditions):
 def test_direct_sampler_unbiased_on_embedded_model(llm, conditions, exact):
     sampler = make_sampler("direct", llm, conditions[None])
     check_unbiased(asyncio.run(run_smc(sampler, RUNS, ess_threshold=0.0)), exact)
-
-
-class Searched(Potential):
-    """A condition's `prefix`, `complete` and block checks (`allowed_next`) without its
-    cheap rows, so that AWRS takes its search path (the Horvitz-Thompson race weights)
-    instead of the exact one."""
-
-    def __init__(self, inner: Potential):
-        super().__init__(tables=inner.tables)
-        self.inner = inner
-
-    async def prefix(self, context):
-        return await self.inner.prefix(context)
-
-    async def complete(self, context):
-        return await self.inner.complete(context)
-
-    async def batch_prefix(self, contexts):
-        return await self.inner.batch_prefix(contexts)
-
-    async def allowed_next(self, context, indices):
-        return await self.inner.allowed_next(context, indices)
 
 
 def test_awrs_search_unbiased_on_embedded_model(llm, conditions, exact):

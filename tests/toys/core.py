@@ -56,3 +56,29 @@ def random_tabular(vocab, rng: np.random.Generator, max_len: int = 3, p_zero: fl
     if all(v == 0 for v in table.values()):
         table[()] = 1.0
     return Tabular(vocab, table)
+
+
+class Searched(Potential):
+    """A condition's `prefix`, `complete`, block checks (`allowed_next`) and token
+    budget (`batch_tokens_to_finish`) without its cheap rows, so that AWRS takes its
+    search path (the Horvitz-Thompson race weights) instead of the exact one."""
+
+    def __init__(self, inner: Potential):
+        super().__init__(tables=inner.tables)
+        self.inner = inner
+
+    async def prefix(self, context):
+        return await self.inner.prefix(context)
+
+    async def complete(self, context):
+        return await self.inner.complete(context)
+
+    async def batch_prefix(self, contexts):
+        return await self.inner.batch_prefix(contexts)
+
+    async def allowed_next(self, context, indices):
+        return await self.inner.allowed_next(context, indices)
+
+    @property
+    def batch_tokens_to_finish(self):
+        return self.inner.batch_tokens_to_finish
