@@ -56,10 +56,13 @@ CASES = {
     "wfsa-from-regex": (lambda: WFSA.from_regex(r"a+b"), {"stateful"}, True),
     "boolcfg": (lambda: BoolCFG.from_lark('start: "a" start | "b"'), {"stateful"}, True),
     "json": (lambda: JsonSchema({"type": "integer"}), {"stateful"}, True),
-    "coerced-dfa": (lambda: _regex().coerce(VOCAB, b"".join), {"cheap_logw_next", "allowed_next"}, True),
+    "coerced-dfa": (
+        lambda: _regex().coerce(VOCAB, b"".join), {"cheap_logw_next", "allowed_next", "tokens_to_finish"}, True
+    ),
     "coerced-json": (lambda: JsonSchema({"type": "integer"}).coerce([b"1", b"2", b"12"], b"".join), set(), True),
     "coerced-generic": (lambda: BoolCFG.from_lark('start: "a" start | "b"').coerce(VOCAB, b"".join), set(), True),
-    "product": (lambda: Product(_regex().coerce(VOCAB, b"".join), SetChecked()), set(), True),
+    # a product ends only where both factors do: it takes the larger of their bounds
+    "product": (lambda: Product(_regex().coerce(VOCAB, b"".join), SetChecked()), {"tokens_to_finish"}, True),
     "tempered": (lambda: _regex() ** 2.0, set(), True),
     "user-allowed-next": (SetChecked, {"allowed_next"}, False),
 }
