@@ -143,9 +143,11 @@ def test_an_allowed_next_that_is_not_callable_is_a_type_error():
         fast_paths.allowed_next(Broken())
 
 
-def test_product_declares_none_of_its_factors_paths():
+def test_product_declares_only_the_bound_of_its_factors():
+    """A product combines no rows, masks or set checks of its factors; it ends only
+    where both do, so it takes the larger of their tokens-to-finish bounds."""
     c = _regex().coerce(VOCAB, b"".join)
-    assert fast_paths.declared(Product(c, c)) == frozenset()
+    assert fast_paths.declared(Product(c, c)) == frozenset({"tokens_to_finish"})
     assert not Product(c, c).cheap_logw_next and c.cheap_logw_next
 
 
