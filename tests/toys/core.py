@@ -59,13 +59,17 @@ def random_tabular(vocab, rng: np.random.Generator, max_len: int = 3, p_zero: fl
 
 
 class Searched(Potential):
-    """A condition's `prefix`, `complete`, block checks (`allowed_next`) and token
-    budget (`batch_tokens_to_finish`) without its cheap rows, so that AWRS takes its
-    search path (the Horvitz-Thompson race weights) instead of the exact one."""
+    """A condition's `prefix`, `complete` and block checks (`allowed_next`) without its
+    cheap rows, so that AWRS takes its search path (the Horvitz-Thompson race weights)
+    instead of the exact one. With `budget=True` it also forwards the token budget
+    (`batch_tokens_to_finish`); off by default, since an automaton's bound is infinite
+    exactly at the tokens it forbids, so the budget's mask would hand AWRS the allowed
+    set and its search would accept every draw."""
 
-    def __init__(self, inner: Potential):
+    def __init__(self, inner: Potential, budget: bool = False):
         super().__init__(tables=inner.tables)
         self.inner = inner
+        self.budget = budget
 
     async def prefix(self, context):
         return await self.inner.prefix(context)
@@ -81,4 +85,4 @@ class Searched(Potential):
 
     @property
     def batch_tokens_to_finish(self):
-        return self.inner.batch_tokens_to_finish
+        return self.inner.batch_tokens_to_finish if self.budget else None
