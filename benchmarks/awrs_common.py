@@ -48,12 +48,12 @@ def load_llm(model: str | None, prompt: str) -> PromptedLLM:
 def coerce(condition, llm, engine):
     """`condition.coerce(llm, f=b"".join)` with `engine` where this version has it;
     `"search"`: the automaton's coercion without its cheap rows, so that AWRS takes its
-    search path (see `Searched` in tests/sampler/test_exactness_llm.py)."""
+    search path (`Searched` in tests/toys/core.py)."""
     if engine == "0.4.1":
         return condition.coerce(llm, f=b"".join)
     if engine == "search":
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "sampler"))
-        from test_exactness_llm import Searched
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from toys import Searched
 
         return Searched(condition.coerce(llm, f=b"".join, engine=False))
     return condition.coerce(llm, f=b"".join, engine=engine)
@@ -64,10 +64,11 @@ def engine_name(engine) -> str:
 
 
 async def run_many(
-    sampler, seeds, *, n_particles: int, ess_threshold: float, max_tokens: int, group: int = 60
+    sampler, seeds, *, n_particles: int, ess_threshold: float, max_tokens: int, group: int = 60, **extra
 ):
-    """One SMC run per seed; `group` runs gathered together where runs take `seed=`."""
-    kwargs = dict(n_particles=n_particles, ess_threshold=ess_threshold, max_tokens=max_tokens)
+    """One SMC run per seed; `group` runs gathered together where runs take `seed=`
+    (`extra`: more keywords of `smc`, such as `budget_aware`)."""
+    kwargs = dict(n_particles=n_particles, ess_threshold=ess_threshold, max_tokens=max_tokens, **extra)
     seeds = list(seeds)
     out = []
     if SEEDED:

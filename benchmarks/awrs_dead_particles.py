@@ -6,7 +6,10 @@ period) coerced to the LM; prompt "The words are"; N = 8, `max_tokens=25`,
 weight is `-inf`: its sampler found no allowed token (AWRS's search gave up, or the
 allowed mass is zero), or EOS was forced at `max_tokens` before the regex could end.
 
-    python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference]
+With the run's token budget (`smc(..., budget_aware=True)`, the default) no token is
+drawn after which the regex cannot end within `max_tokens`; `--budget on,off` runs both.
+
+    python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference] [--budget on,off]
     /tmp/v041/bin/python benchmarks/awrs_dead_particles.py --model /tmp/tinymodel/tiny
 """
 
@@ -22,6 +25,7 @@ import numpy as np
 from awrs_common import (
     AUTOMATON,
     ENGINES,
+    SEEDED,
     VERSION,
     coerce,
     engine_name,
@@ -112,33 +116,38 @@ async def main(args) -> None:
         f"ESS 0.5, seeds 0..{args.seeds - 1}\n"
     )
     print(
-        "| sampler | coercion | condition tokens | dead / particles | runs with a dead particle "
+        "| sampler | coercion | budget | condition tokens | dead / particles | runs with a dead particle "
         "| runs with Ẑ = 0 | live off the language | mean finite log_ml | distinct live strings / run | s |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for engine in ENGINES:
         condition = coerce(fsa, llm, engine)
         for name in samplers_of(engine):
             sampler = (
                 AWRS(llm, condition) if name == "awrs" else direct_token_sampler(llm * condition)
             )
-            start = time.perf_counter()
-            runs = await run_many(
-                sampler,
-                range(args.seeds),
-                n_particles=N_PARTICLES,
-                ess_threshold=0.5,
-                max_tokens=MAX_TOKENS,
-            )
-            seconds = time.perf_counter() - start
-            dead, total, outside, log_ml, distinct = count(runs)
-            zero = sum(s.log_ml == -math.inf for s in runs)
-            some = sum(any(w == -math.inf for w in s.log_weights) for s in runs)
-            print(
-                f"| {name} | {engine_name(engine)} | {len(condition.vocab)} | {dead}/{total} | {some}/{len(runs)} | "
-                f"{zero}/{len(runs)} | {outside} | {log_ml:.2f} | {distinct:.1f} | {seconds:.0f} |",
-                flush=True,
-            )
+            for budget in args.budget if SEEDED else [None]:
+                extra = {} if budget is None else {"budget_aware": budget}
+                start = time.perf_counter()
+                runs = await run_many(
+                    sampler,
+                    range(args.seeds),
+                    n_particles=N_PARTICLES,
+                    ess_threshold=0.5,
+                    max_tokens=MAX_TOKENS,
+                    **extra,
+                )
+                seconds = time.perf_counter() - start
+                dead, total, outside, log_ml, distinct = count(runs)
+                zero = sum(s.log_ml == -math.inf for s in runs)
+                some = sum(any(w == -math.inf for w in s.log_weights) for s in runs)
+                label = {True: "on", False: "off", None: "-"}[budget]
+                print(
+                    f"| {name} | {engine_name(engine)} | {label} | {len(condition.vocab)} | {dead}/{total} | "
+                    f"{some}/{len(runs)} | {zero}/{len(runs)} | {outside} | {log_ml:.2f} | {distinct:.1f} | "
+                    f"{seconds:.0f} |",
+                    flush=True,
+                )
     if args.reference:
         print(await reference_row(llm, fsa, args.seeds), flush=True)
 
@@ -148,6 +157,10 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument(
         "--reference", action="store_true", help="also run a plain reference SMC loop"
+    )
+    parser.add_argument(
+        "--budget", type=lambda s: [x == "on" for x in s.split(",")], default=[True],
+        help="budget_aware settings to run: on, off or on,off",
     )
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     asyncio.run(main(parser.parse_args()))

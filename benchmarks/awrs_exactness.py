@@ -2,11 +2,13 @@
 
 The target of `tests/sampler/test_exactness_llm.py`: prompt "The value is", the regex
 `" (a|an|the)( (a|an|the)){0,2}\\."` coerced to the LM, `max_tokens=8`, N = 6. For
-each sampler, coercion and ESS threshold, prints the mean of `Ẑ/Z = exp(log_ml - log Z)`
-over seeded runs with its standard error, the median of `Ẑ/Z`, and the
-Ẑ-weighted posterior of the three likeliest strings (exact values in the header).
+each sampler, coercion, ESS threshold and budget setting (`smc(..., budget_aware=)`),
+prints the mean of `Ẑ/Z = exp(log_ml - log Z)` over seeded runs with its standard
+error, the quantiles of `Ẑ/Z` (10%, median, 90%, 99%, max), the runs with `Ẑ = 0`,
+and the Ẑ-weighted posterior of the three likeliest strings (exact values in the
+header; `log Z` from `genlm.control.testing.enumerate_target`).
 
-    python benchmarks/awrs_exactness.py [--runs 240] [--ess 0,0.5]
+    python benchmarks/awrs_exactness.py [--runs 240] [--ess 0,0.5] [--budget on,off]
     /tmp/v041/bin/python benchmarks/awrs_exactness.py --model /tmp/tinymodel/tiny --log-z -19.0345
 
 Under genlm-control 0.4.1 pass `--log-z` (the exact value this script prints here).
@@ -17,9 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from awrs_common import (
@@ -43,20 +43,22 @@ TOP = (b" an.", b" a.", b" the.")
 
 async def exact_target(llm):
     """`(log Z, posterior)` by enumeration through the automaton's coercion."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "sampler"))
-    from test_exactness_llm import enumerate_target
+    from genlm.control.testing import enumerate_target
 
     condition = BoolFSA.from_regex(PATTERN).coerce(llm, f=b"".join, engine=False)
-    exact = await enumerate_target(llm, condition, 8)
+    exact = await enumerate_target(llm, 8, condition=condition)
     return exact.log_z, exact.posterior
 
 
-async def measure(sampler, runs: int, ess: float, log_z: float) -> str:
+async def measure(sampler, runs: int, ess: float, log_z: float, budget: bool | None) -> str:
     start = time.perf_counter()
-    out = await run_many(sampler, range(runs), n_particles=6, ess_threshold=ess, max_tokens=8)
+    extra = {} if budget is None else {"budget_aware": budget}
+    out = await run_many(sampler, range(runs), n_particles=6, ess_threshold=ess, max_tokens=8, **extra)
     seconds = time.perf_counter() - start
     ratios = np.array([math.exp(s.log_ml - log_z) for s in out])
     sigma = ratios.std(ddof=1) / math.sqrt(runs)
+    q = " / ".join(f"{v:.2f}" for v in np.quantile(ratios, [0.1, 0.5, 0.9, 0.99])) + f" / {ratios.max():.1f}"
+    zero = int(np.sum(ratios == 0))
     mass = dict.fromkeys(TOP, 0.0)
     for seqs in out:
         n = len(seqs.log_weights)
@@ -65,9 +67,7 @@ async def measure(sampler, runs: int, ess: float, log_z: float) -> str:
             if text in mass and logw > -math.inf:
                 mass[text] += math.exp(logw - log_z) / (n * runs)
     posterior = " / ".join(f"{mass[t]:.2f}" for t in TOP)
-    return (
-        f"{ratios.mean():.3f} ± {sigma:.3f} | {np.median(ratios):.3f} | {posterior} | {seconds:.0f}"
-    )
+    return f"{ratios.mean():.3f} ± {sigma:.3f} | {q} | {zero}/{runs} | {posterior} | {seconds:.0f}"
 
 
 async def main(args) -> None:
@@ -80,9 +80,10 @@ async def main(args) -> None:
         log_z = args.log_z
     print(f"genlm-control {VERSION}, {args.runs} runs, N = 6, max_tokens = 8\n")
     print(
-        "| sampler | coercion | ESS threshold | E[Ẑ/Z] ± σ | median Ẑ/Z | posterior an. / a. / the. | s |"
+        "| sampler | coercion | ESS threshold | budget | E[Ẑ/Z] ± σ | Ẑ/Z p10 / p50 / p90 / p99 / max "
+        "| Ẑ = 0 | posterior an. / a. / the. | s |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
     fsa = BoolFSA.from_regex(PATTERN)
     for engine in ENGINES:
         condition = coerce(fsa, llm, engine)
@@ -91,8 +92,10 @@ async def main(args) -> None:
                 direct_token_sampler(llm * condition) if name == "direct" else AWRS(llm, condition)
             )
             for ess in args.ess:
-                row = await measure(sampler, args.runs, ess, log_z)
-                print(f"| {name} | {engine_name(engine)} | {ess} | {row} |", flush=True)
+                for budget in args.budget if SEEDED else [None]:
+                    row = await measure(sampler, args.runs, ess, log_z, budget)
+                    label = {True: "on", False: "off", None: "-"}[budget]
+                    print(f"| {name} | {engine_name(engine)} | {ess} | {label} | {row} |", flush=True)
 
 
 if __name__ == "__main__":
@@ -100,6 +103,10 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=240)
     parser.add_argument(
         "--ess", type=lambda s: [float(x) for x in s.split(",")], default=[0.0, 0.5]
+    )
+    parser.add_argument(
+        "--budget", type=lambda s: [x == "on" for x in s.split(",")], default=[True, False],
+        help="budget_aware settings to run: on, off or on,off",
     )
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     parser.add_argument(

@@ -56,10 +56,15 @@ CASES = {
     "wfsa-from-regex": (lambda: WFSA.from_regex(r"a+b"), {"stateful"}, True),
     "boolcfg": (lambda: BoolCFG.from_lark('start: "a" start | "b"'), {"stateful"}, True),
     "json": (lambda: JsonSchema({"type": "integer"}), {"stateful"}, True),
-    "coerced-dfa": (lambda: _regex().coerce(VOCAB, b"".join), {"cheap_logw_next", "allowed_next", "token_trie"}, True),
+    "coerced-dfa": (
+        lambda: _regex().coerce(VOCAB, b"".join),
+        {"cheap_logw_next", "allowed_next", "token_trie", "tokens_to_finish"},
+        True,
+    ),
     "coerced-json": (lambda: JsonSchema({"type": "integer"}).coerce([b"1", b"2", b"12"], b"".join), {"token_trie"}, True),
     "coerced-generic": (lambda: BoolCFG.from_lark('start: "a" start | "b"').coerce(VOCAB, b"".join), {"token_trie"}, True),
-    "product": (lambda: Product(_regex().coerce(VOCAB, b"".join), SetChecked()), set(), True),
+    # a product ends only where both factors do: it takes the larger of their bounds
+    "product": (lambda: Product(_regex().coerce(VOCAB, b"".join), SetChecked()), {"tokens_to_finish"}, True),
     "tempered": (lambda: _regex() ** 2.0, set(), True),
     "user-allowed-next": (SetChecked, {"allowed_next"}, False),
 }
@@ -140,9 +145,11 @@ def test_an_allowed_next_that_is_not_callable_is_a_type_error():
         fast_paths.allowed_next(Broken())
 
 
-def test_product_declares_none_of_its_factors_paths():
+def test_product_declares_only_the_bound_of_its_factors():
+    """A product combines no rows, masks or set checks of its factors; it ends only
+    where both do, so it takes the larger of their tokens-to-finish bounds."""
     c = _regex().coerce(VOCAB, b"".join)
-    assert fast_paths.declared(Product(c, c)) == frozenset()
+    assert fast_paths.declared(Product(c, c)) == frozenset({"tokens_to_finish"})
     assert not Product(c, c).cheap_logw_next and c.cheap_logw_next
 
 

@@ -28,16 +28,17 @@ import asyncio
 import itertools
 import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 import torch
+from toys import Searched
 
-from genlm.control import AWRS, BoolFSA, Potential, PromptedLLM, direct_token_sampler
+from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
 from genlm.control.embedded import EMBEDDED_MODEL
 from genlm.control.potential.built_in.engine._guided_engine import EngineVocab, mask_allowed
+from genlm.control.testing import ExactTarget, enumerate_target
 
 PROMPT = "The value is"
 PATTERN = r" (a|an|the)( (a|an|the)){0,2}\."
@@ -48,64 +49,13 @@ GROUP = 60  # runs gathered together: their LM forwards batch
 N_PARTICLES = 6
 
 
-@dataclass(frozen=True)
-class Exact:
-    """The enumerated target.
-
-    Attributes:
-        log_z: `log Z`.
-        sequences: log weight `t.complete(x)` of every token sequence `x` (indices into
-            the LM's `vocab_eos`, EOS left out) of positive weight.
-        posterior: `p(s) = Σ_{x decodes to s} t.complete(x) / Z` per string `s`.
-    """
-
-    log_z: float
-    sequences: dict[tuple[int, ...], float]
-    posterior: dict[bytes, float]
-
-
 def token_bytes(token) -> bytes:
     return getattr(token, "byte_string", token)
 
 
-def exact_of(llm: PromptedLLM, sequences: dict[tuple[int, ...], float]) -> Exact:
-    log_z = float(np.logaddexp.reduce(list(sequences.values())))
-    posterior: dict[bytes, float] = {}
-    for ids, logw in sequences.items():
-        text = b"".join(token_bytes(llm.vocab_eos[i]) for i in ids)
-        posterior[text] = posterior.get(text, 0.0) + math.exp(logw - log_z)
-    return Exact(log_z, sequences, posterior)
-
-
-async def enumerate_target(llm: PromptedLLM, condition, max_tokens: int, chunk: int = 64) -> Exact:
-    """Every live sequence of at most `max_tokens - 1` tokens, level by level.
-
-    A context `x` at level `k` carries `L(x) = LM.prefix(x)`; it ends with weight
-    `L(x) + LM.logw_next(x)[EOS] + c.logw_next(x)[EOS]` and, below `max_tokens - 1`
-    tokens, extends by every token `y` with `c.logw_next(x)[y] = 0`.
-    """
-    vocab_eos = llm.vocab_eos
-    eos = len(vocab_eos) - 1
-    level: list[tuple[tuple[int, ...], float]] = [((), float(await llm.prefix([])))]
-    ends: dict[tuple[int, ...], float] = {}
-    while level:
-        deeper = []
-        for start in range(0, len(level), chunk):
-            part = level[start : start + chunk]
-            contexts = [[vocab_eos[i] for i in ids] for ids, _ in part]
-            lm_rows, c_rows = await asyncio.gather(
-                llm.batch_logw_next(contexts), condition.batch_logw_next(contexts)
-            )
-            for (ids, logw), lm_row, c_row in zip(part, lm_rows, c_rows):
-                lm_row, c_row = np.asarray(lm_row.weights), np.asarray(c_row.weights)
-                end = logw + lm_row[eos] + c_row[eos]
-                if end > -math.inf:
-                    ends[ids] = float(end)
-                if len(ids) < max_tokens - 1:
-                    allowed = np.flatnonzero(c_row[:eos] > -math.inf)
-                    deeper += [(ids + (int(i),), logw + float(lm_row[i])) for i in allowed]
-        level = deeper
-    return exact_of(llm, ends)
+async def enumerate_exact(llm: PromptedLLM, condition, max_tokens: int) -> ExactTarget:
+    """The target through `condition`'s rows (`genlm.control.testing.enumerate_target`)."""
+    return await enumerate_target(llm, max_tokens, condition=condition)
 
 
 def language() -> list[bytes]:
@@ -130,17 +80,22 @@ def segmentations(text: bytes, pieces: dict[bytes, list[int]], max_len: int):
                 yield (i, *rest)
 
 
-async def brute_force(llm: PromptedLLM, max_tokens: int, chunk: int = 128) -> Exact:
+async def brute_force(llm: PromptedLLM, max_tokens: int, chunk: int = 128) -> ExactTarget:
     """The target from the language and the LM's `batch_complete` alone (no condition)."""
     pieces: dict[bytes, list[int]] = {}
     for i, token in enumerate(llm.vocab):
         pieces.setdefault(token_bytes(token), []).append(i)
     seqs = [s for text in language() for s in segmentations(text, pieces, max_tokens - 1)]
     weights: list[float] = []
-    for start in range(0, len(seqs), chunk):
-        part = [[llm.vocab_eos[i] for i in ids] for ids in seqs[start : start + chunk]]
-        weights += [float(w) for w in await llm.batch_complete(part)]
-    return exact_of(llm, dict(zip(seqs, weights)))
+    tokens = [tuple(llm.vocab_eos[i] for i in ids) for ids in seqs]
+    for start in range(0, len(tokens), chunk):
+        weights += [float(w) for w in await llm.batch_complete([list(x) for x in tokens[start : start + chunk]])]
+    log_z = float(np.logaddexp.reduce(weights))
+    posterior: dict[bytes, float] = {}
+    for x, logw in zip(tokens, weights):
+        text = b"".join(token_bytes(t) for t in x)
+        posterior[text] = posterior.get(text, 0.0) + math.exp(logw - log_z)
+    return ExactTarget(log_z, dict(zip(tokens, weights)), posterior, len(tokens))
 
 
 @pytest.fixture(scope="module")
@@ -157,14 +112,14 @@ def conditions(llm):
 
 
 @pytest.fixture(scope="module")
-def exact(llm, conditions) -> Exact:
+def exact(llm, conditions) -> ExactTarget:
     """The target enumerated through the byte automaton's coercion (see the tests below
     for why not through the engine's)."""
-    return asyncio.run(enumerate_target(llm, conditions[False], MAX_TOKENS))
+    return asyncio.run(enumerate_exact(llm, conditions[False], MAX_TOKENS))
 
 
 @pytest.fixture(scope="module")
-def brute(llm) -> Exact:
+def brute(llm) -> ExactTarget:
     return asyncio.run(brute_force(llm, MAX_TOKENS))
 
 
@@ -187,7 +142,7 @@ async def run_smc(sampler, runs: int, ess_threshold: float, group: int = GROUP) 
     return out
 
 
-def summarize(runs: list, exact: Exact) -> tuple[np.ndarray, dict[bytes, float], set[bytes]]:
+def summarize(runs: list, exact: ExactTarget) -> tuple[np.ndarray, dict[bytes, float], set[bytes]]:
     """`Ẑ/Z` per run; the Ẑ-weighted mass of each string over `Z`; strings off the language."""
     ratios = np.array([math.exp(seqs.log_ml - exact.log_z) for seqs in runs])
     mass: dict[bytes, float] = {}
@@ -208,7 +163,7 @@ def make_sampler(name: str, llm, condition):
     return direct_token_sampler(llm * condition) if name == "direct" else AWRS(llm, condition)
 
 
-def check_unbiased(runs: list, exact: Exact) -> None:
+def check_unbiased(runs: list, exact: ExactTarget) -> None:
     ratios, mass, outside = summarize(runs, exact)
     sigma = ratios.std(ddof=1) / math.sqrt(len(ratios))
     top = sorted(exact.posterior, key=exact.posterior.get, reverse=True)[:4]
@@ -220,7 +175,7 @@ def check_unbiased(runs: list, exact: Exact) -> None:
     )
 
 
-def assert_same_target(got: Exact, want: Exact) -> None:
+def assert_same_target(got: ExactTarget, want: ExactTarget) -> None:
     assert got.sequences.keys() == want.sequences.keys()
     for ids, logw in want.sequences.items():
         assert got.sequences[ids] == pytest.approx(logw, abs=1e-4)
@@ -240,13 +195,13 @@ def test_enumeration_matches_brute_force(exact, brute):
 def test_engine_enumeration_matches_brute_force(llm, conditions, brute):
     """`logw_next(x)[y] = prefix(x + [y]) - prefix(x)` holds for the compiled engine's
     coercion too, so enumerating through its rows finds every tokenization."""
-    assert_same_target(asyncio.run(enumerate_target(llm, conditions[None], MAX_TOKENS)), brute)
+    assert_same_target(asyncio.run(enumerate_exact(llm, conditions[None], MAX_TOKENS)), brute)
 
 
 def test_enumeration_respects_max_tokens(llm, conditions):
     """With `max_tokens=3` only sequences of at most 2 tokens count: the three one-word
     strings, each as its word's token and "."."""
-    short = asyncio.run(enumerate_target(llm, conditions[False], 3))
+    short = asyncio.run(enumerate_exact(llm, conditions[False], 3))
     brute = asyncio.run(brute_force(llm, 3))
     assert short.sequences.keys() == brute.sequences.keys()
     assert all(len(ids) <= 2 for ids in short.sequences)
@@ -257,28 +212,6 @@ def test_enumeration_respects_max_tokens(llm, conditions):
 def test_direct_sampler_unbiased_on_embedded_model(llm, conditions, exact):
     sampler = make_sampler("direct", llm, conditions[None])
     check_unbiased(asyncio.run(run_smc(sampler, RUNS, ess_threshold=0.0)), exact)
-
-
-class Searched(Potential):
-    """A condition's `prefix`, `complete` and block checks (`allowed_next`) without its
-    cheap rows, so that AWRS takes its search path (the Horvitz-Thompson race weights)
-    instead of the exact one."""
-
-    def __init__(self, inner: Potential):
-        super().__init__(tables=inner.tables)
-        self.inner = inner
-
-    async def prefix(self, context):
-        return await self.inner.prefix(context)
-
-    async def complete(self, context):
-        return await self.inner.complete(context)
-
-    async def batch_prefix(self, contexts):
-        return await self.inner.batch_prefix(contexts)
-
-    async def allowed_next(self, context, indices):
-        return await self.inner.allowed_next(context, indices)
 
 
 def test_awrs_search_unbiased_on_embedded_model(llm, conditions, exact):

@@ -26,3 +26,4 @@ from toys.ab import (  # noqa: F401
     no_bb,
     toy_backend,
 )
+from toys.core import Searched  # noqa: F401

@@ -56,3 +56,33 @@ def random_tabular(vocab, rng: np.random.Generator, max_len: int = 3, p_zero: fl
     if all(v == 0 for v in table.values()):
         table[()] = 1.0
     return Tabular(vocab, table)
+
+
+class Searched(Potential):
+    """A condition's `prefix`, `complete` and block checks (`allowed_next`) without its
+    cheap rows, so that AWRS takes its search path (the Horvitz-Thompson race weights)
+    instead of the exact one. With `budget=True` it also forwards the token budget
+    (`batch_tokens_to_finish`); off by default, since an automaton's bound is infinite
+    exactly at the tokens it forbids, so the budget's mask would hand AWRS the allowed
+    set and its search would accept every draw."""
+
+    def __init__(self, inner: Potential, budget: bool = False):
+        super().__init__(tables=inner.tables)
+        self.inner = inner
+        self.budget = budget
+
+    async def prefix(self, context):
+        return await self.inner.prefix(context)
+
+    async def complete(self, context):
+        return await self.inner.complete(context)
+
+    async def batch_prefix(self, contexts):
+        return await self.inner.batch_prefix(contexts)
+
+    async def allowed_next(self, context, indices):
+        return await self.inner.allowed_next(context, indices)
+
+    @property
+    def batch_tokens_to_finish(self):
+        return self.inner.batch_tokens_to_finish if self.budget else None

@@ -127,6 +127,10 @@ class AutoBatchedPotential(Potential):
         return self.potential.token_trie
 
     @property
+    def batch_tokens_to_finish(self) -> Any:
+        return self.potential.batch_tokens_to_finish
+
+    @property
     def stateful(self) -> bool:  # type: ignore[override]
         return self.potential.stateful
 

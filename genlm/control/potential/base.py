@@ -192,6 +192,9 @@ class Potential(ABC):
     #: A `fast_paths.TokenTrie`: this potential's tokens as the paths of a symbol trie
     #: into an inner potential (a coercion through a homomorphic map). None: not offered.
     token_trie: Any = None
+    #: `async batch_tokens_to_finish(contexts)`: per next token, a lower bound on the
+    #: tokens still needed to end (`fast_paths.TokensToFinish`). None: not offered.
+    batch_tokens_to_finish: Any = None
 
     def rows_class(self) -> type:
         """The class whose methods compute this potential's `logw_next` rows: its own

@@ -14,6 +14,7 @@ attributes or unwraps wrappers:
 | `AllowedNext` | defining `async allowed_next` | `allowed_next(p)` |
 | `BatchAllowed` | defining `async batch_allowed` | `batch_allowed(p)` |
 | `TokenTrie` | a `token_trie` that is not None | `token_trie(p)` |
+| `TokensToFinish` | defining `async batch_tokens_to_finish` | `tokens_to_finish(p)` |
 
 The protocols type what a declared path offers; they are not checked with
 `isinstance`, which would find every `Potential` (the base class names each path,
@@ -114,6 +115,20 @@ class TokenTrie(Protocol):
     def image(self, context: Sequence[Any]) -> list: ...
 
 
+class TokensToFinish(Protocol):
+    """A lower bound on how many tokens a context still needs to end, per next token:
+
+        batch_tokens_to_finish(contexts)[i, j] ≤ min{|z| : complete(ctx_i + [y_j] + z) > -inf}
+
+    over `vocab_eos` (`y_j` its j-th entry; `z` holds no EOS), `inf` where there is no
+    such `z` (in particular where `prefix(ctx_i + [y_j]) = -inf`); the EOS column is 0
+    where `complete(ctx_i) > -inf`, else `inf`. A float64 NumPy block. A byte automaton
+    gives the minimum itself (exact); any sound lower bound keeps a sampler that prunes
+    by it exact, since it prunes only tokens that cannot end in time."""
+
+    async def batch_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray: ...
+
+
 def carrier(potential: "Potential") -> CarriesStates | None:
     """`potential` when it declares `stateful`, else None."""
     return potential if potential.stateful else None
@@ -154,6 +169,15 @@ def token_trie(potential: "Potential") -> TokenTrie | None:
     return potential.token_trie
 
 
+def tokens_to_finish(potential: "Potential") -> TokensToFinish | None:
+    """`potential.batch_tokens_to_finish` when it offers one, else None.
+
+    Raises:
+        TypeError: a `batch_tokens_to_finish` that is set but not callable.
+    """
+    return _callable_or_none(potential, "batch_tokens_to_finish", potential.batch_tokens_to_finish)
+
+
 def _callable_or_none(potential: "Potential", name: str, method: Any) -> Any:
     if method is not None and not callable(method):
         raise TypeError(
@@ -187,6 +211,7 @@ def declared(potential: "Potential") -> frozenset[str]:
         "allowed_next": allowed_next(potential) is not None,
         "batch_allowed": batch_allowed(potential) is not None,
         "token_trie": token_trie(potential) is not None,
+        "tokens_to_finish": tokens_to_finish(potential) is not None,
     }
     return frozenset(name for name, yes in offered.items() if yes)
 
@@ -198,6 +223,7 @@ __all__ = [
     "CheapLogwNext",
     "SparseLogwNext",
     "TokenTrie",
+    "TokensToFinish",
     "allowed_next",
     "batch_allowed",
     "carrier",
@@ -205,5 +231,6 @@ __all__ = [
     "declared",
     "sparse_logw_next",
     "token_trie",
+    "tokens_to_finish",
     "vectorised_logw_next",
 ]

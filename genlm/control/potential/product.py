@@ -122,6 +122,25 @@ class Product(Potential):
                 return other, allowed
         return None
 
+    @property
+    def batch_tokens_to_finish(self) -> Any:  # type: ignore[override]
+        """The larger of the factors' bounds on the tokens still needed to end (a
+        product ends only where both do); None when neither factor offers one."""
+        bounds = [fast_paths.tokens_to_finish(p) for p in (self.p1, self.p2)]
+        if bounds == [None, None]:
+            return None
+
+        async def both(contexts):
+            n = len(self.vocab_eos)
+            out = np.zeros((len(contexts), n))
+            for bound, idx in zip(bounds, (self._idx1, self._idx2)):
+                if bound is not None:
+                    rows = np.asarray(await bound(contexts), dtype=np.float64)
+                    np.maximum(out, rows if idx is None else rows[:, idx], out=out)
+            return out
+
+        return both
+
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         """The factors' rows added; when one factor is an engine mask and the other's
         rows are tensors, the mask is applied on their device instead of adding a

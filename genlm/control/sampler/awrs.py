@@ -52,7 +52,7 @@ import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
 from genlm.control._cleanup import Cleaned, cleaned
-from genlm.control._device import masked
+from genlm.control._device import mask_like, masked
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
@@ -72,6 +72,7 @@ from genlm.control.sampler._awrs_search import (
     estimate,
     skip_coin,
 )
+from genlm.control.sampler.budget import Budget, budget_of
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.weights import NEG_INF, fold_nan
 from genlm.control.window import gather_or_cancel
@@ -226,6 +227,16 @@ class AWRS(TokenSampler):
     async def _rows(self, contexts: list[list]) -> tuple[Any, Any]:
         return await proposal_rows(self.potential, self.proposal, self.support, contexts)
 
+    async def _budget_rows(self, contexts: list[list]) -> tuple[Any, Any, Budget | None]:
+        """`_rows` with the tokens that cannot end within the run's `max_tokens` set to
+        `-inf` (the condition's bound, `genlm.control.sampler.budget`), and the budget."""
+        (w, q), budget = await gather_or_cancel(self._rows(contexts), budget_of(self.condition, contexts))
+        if budget is None:
+            return w, q, None
+        ok = mask_like(budget.ok, w)
+        w, q = (masked(ok, w),) * 2 if q is w else (masked(ok, w), masked(ok, q))
+        return w, q, budget
+
     async def _allowed_rows(self, contexts: list[list], like: Any) -> Any:
         return await allowed_rows(self.condition, self._batch_allowed, contexts, like)
 
@@ -257,14 +268,16 @@ class AWRS(TokenSampler):
 
     async def sample(self, context, draw=None):
         context = list(context)
-        w, q = await self._rows([context])
+        w, q, budget = await self._budget_rows([context])
         if self.exact:
             allowed = await self._allowed_rows([context], w)
-            return await self._exact(w[0], q[0], allowed[0], draw)
-        if draw is None and race_on_device(self, q):
-            return (await search_on_device(self, [context], w, q, [self._rng()]))[0]
-        w, q = on_host(w, q)
-        return await self._search_row(context, w[0], q[0], draw)
+            out = await self._exact(w[0], q[0], allowed[0], draw)
+        elif draw is None and race_on_device(self, q):
+            out = (await search_on_device(self, [context], w, q, [self._rng()]))[0]
+        else:
+            w, q = on_host(w, q)
+            out = await self._search_row(context, w[0], q[0], draw)
+        return out if budget is None else (out[0], budget.weight(0, out[1]), out[2])
 
     async def _search_row(self, context: list, w: np.ndarray, q: np.ndarray, draw: Any) -> tuple:
         """`sample` from host rows: the small-support check or the search."""
@@ -299,7 +312,14 @@ class AWRS(TokenSampler):
             return await super().batch_sample(contexts, rngs)
         if not contexts:
             return []
-        w, q = await self._rows(contexts)
+        w, q, budget = await self._budget_rows(contexts)
+        out = await self._batch_draws(contexts, rngs, w, q)
+        if budget is None:
+            return out
+        return [(t, budget.weight(i, logw), logp) for i, (t, logw, logp) in enumerate(out)]
+
+    async def _batch_draws(self, contexts: list[list], rngs: list, w: Any, q: Any) -> list[tuple]:
+        """`batch_sample` from the rows `w` and `q` of the batch."""
         if not self.exact and race_on_device(self, q):
             return await search_on_device(self, contexts, w, q, [self._composed(r) for r in rngs])
         if not self.exact:

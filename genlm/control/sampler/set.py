@@ -35,8 +35,10 @@ from genlm.control._trie import SymbolTrie
 from genlm.control.draw import current_rng, draw_from
 from genlm.control.potential.base import Potential
 from genlm.control.potential.coerce import CarriedNodes, stateful_potential
+from genlm.control.sampler.budget import budget_of
 from genlm.control.sampler.token import TokenSampler, _check_potential
 from genlm.control.weights import NEG_INF, LazyWeights, fold_nan
+from genlm.control.window import gather_or_cancel
 
 
 class SetSample(NamedTuple):
@@ -319,15 +321,22 @@ class SetTokenSampler(TokenSampler):
         super().__init__(set_sampler.target)
 
     async def sample(self, context, draw=None):
-        s = await self.set_sampler.sample_set(list(context), draw=draw)
+        """A set `S` with weights `ŵ`, then `token ~ ŵ / Σ_S ŵ` over its tokens in
+        budget (`genlm.control.sampler.budget`; `ŵ · [in budget]` is properly weighted
+        for the target with the tokens that cannot end in time removed)."""
+        s, budget = await gather_or_cancel(
+            self.set_sampler.sample_set(list(context), draw=draw), budget_of(self.target, [list(context)])
+        )
         target = self.target
         row = target.alloc_logws()
         for token, logw in zip(s.tokens, s.logws):
             i = target.lookup.get(token)
             if i is not None and logw > NEG_INF:
                 row[i] = np.logaddexp(row[i], logw)
+        if budget is not None:
+            row[~budget.ok[0]] = NEG_INF
         d = await draw_from(target.make_lazy_weights(row), draw=draw)
-        return d.token, d.logw, s.logp + d.logp
+        return d.token, (d.logw if budget is None else budget.weight(0, d.logw)), s.logp + d.logp
 
     async def logw_eos(self, context):
         return await self.set_sampler.logw_eos(list(context))

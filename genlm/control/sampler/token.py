@@ -21,6 +21,7 @@ from genlm.control.draw import draw_from, draw_many, using_rng
 from genlm.control.potential._returns import SAMPLER_CHECKS, check_returns
 from genlm.control.potential.base import Potential
 from genlm.control.potential.fast_paths import vectorised_logw_next
+from genlm.control.sampler.budget import budget_of
 from genlm.control.weights import eos_column
 from genlm.control.window import gather_or_cancel
 
@@ -44,6 +45,11 @@ class TokenSampler(ABC):
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
         check_returns(cls, SAMPLER_CHECKS)
+
+    #: Whether a context this sampler extends is a list of the tokens SMC's
+    #: `max_tokens` counts, so that inside a run it may draw only tokens that can end
+    #: within it (`genlm.control.sampler.budget`); a multi-token unit sampler's are not.
+    budget_in_tokens: bool = True
 
     def __init__(self, target: Potential):
         if not isinstance(target, Potential):
@@ -143,29 +149,41 @@ class DirectTokenSampler(TokenSampler):
         super().__init__(self.potential)
 
     async def sample(self, context, draw=None):
+        budget = await budget_of(self.potential, [context])
         if self.proposal is None:
             logws = await self.potential.logw_next(context)
+            if budget is not None:
+                (logws,) = budget.mask(self.potential, [logws])
             d = await draw_from(logws, draw=draw)
         else:
             logws, q = await gather_or_cancel(
                 self.potential.logw_next(context), self.proposal.logw_next(context)
             )
+            if budget is not None:
+                (logws,), (q,) = budget.mask(self.potential, [logws]), budget.mask(self.proposal, [q])
             d = await draw_from(q, draw=draw, target=logws)
-        return d.token, d.logw, d.logp
+        return d.token, (d.logw if budget is None else budget.weight(0, d.logw)), d.logp
 
     async def batch_sample(self, contexts, rngs):
         """One `batch_logw_next` call and one stacked draw for the whole batch."""
         if not self.autobatch or type(self).sample is not DirectTokenSampler.sample:
             return await super().batch_sample(contexts, rngs)
+        budget = await budget_of(self.potential, contexts)
         if self.proposal is None:
             rows = await self.potential.batch_logw_next(contexts)
+            if budget is not None:
+                rows = budget.mask(self.potential, rows)
             draws = await draw_many(rows, rngs)
         else:
             rows, qs = await gather_or_cancel(
                 self.potential.batch_logw_next(contexts), self.proposal.batch_logw_next(contexts)
             )
+            if budget is not None:
+                rows, qs = budget.mask(self.potential, rows), budget.mask(self.proposal, qs)
             draws = await draw_many(qs, rngs, targets=rows)
-        return [(d.token, d.logw, d.logp) for d in draws]
+        if budget is None:
+            return [(d.token, d.logw, d.logp) for d in draws]
+        return [(d.token, budget.weight(i, d.logw), d.logp) for i, d in enumerate(draws)]
 
     async def batch_logw_eos(self, contexts: list[list]) -> list[float]:
         """The EOS entries of one `batch_logw_next` (one read-back for device rows)."""

@@ -159,6 +159,8 @@ class MultiTokenUnitSampler(TokenSampler):
         ValueError: if `max_subunits_per_unit < 1`.
     """
 
+    budget_in_tokens = False  # SMC's max_tokens counts units, not the subunits
+
     def __init__(
         self,
         subunit_sampler: TokenSampler,

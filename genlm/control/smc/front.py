@@ -74,6 +74,7 @@ class SMC:
         resampling_method: str = "multinomial",
         terminate_when: Callable[[list], bool] | None = None,
         seed: int | None = None,
+        budget_aware: bool = True,
     ) -> "Sequences":
         """Run SMC and return the weighted sequences.
 
@@ -92,6 +93,12 @@ class SMC:
             terminate_when: a plain (not async) function of a particle's context; the
                 particle stops when it returns true.
             seed: makes the run reproducible bit for bit.
+            budget_aware: a token sampler draws only tokens after which the target can
+                still end within `max_tokens` (exact for regular expressions and
+                automata, a lower bound elsewhere; see `genlm.control.sampler.budget`).
+                The target, conditioned on that length, is the same either way, so it
+                changes no expectation; it removes particles that would die at
+                `max_tokens`. False draws from the unpruned rows.
 
         Raises:
             ValueError: for a bad argument, or a `+inf` log weight during the run.
@@ -104,6 +111,8 @@ class SMC:
         if json_path is not None:
             check_output_path(json_path)
         get_resampler(resampling_method)
+        if not isinstance(budget_aware, (bool, np.bool_)):
+            raise TypeError(f"budget_aware must be True or False, got {budget_aware!r}")
         # Without resampling, or with a critic that weighs only finished sequences,
         # twisting changes no final weight: the critic is applied once, at the end.
         check_args(n_particles, ess_threshold)
@@ -114,6 +123,7 @@ class SMC:
             int(max_tokens),
             twist_with_critic=twist,
             terminate_when=terminate_when,
+            budget_aware=bool(budget_aware),
         )
         # The run holds its models: a shared PromptedLLM's prompt cannot change under it.
         with holding(self.unit_sampler, self.critic) as held:

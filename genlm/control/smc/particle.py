@@ -77,11 +77,14 @@ class SequenceModel:
         terminate_when: optional predicate on the context; when it holds, the
             particle finishes (EOS is forced with the `logw_eos` correction).
         verbosity: 1 prints the particle after each `step`.
+        budget_aware: a token sampler draws only tokens after which its target can
+            still end within `max_tokens` (`genlm.control.sampler.budget`; the
+            length-conditioned target is unchanged).
     """
 
     __slots__ = (
         "unit_sampler", "critic", "max_tokens", "twist_with_critic", "terminate_when",
-        "verbosity", "eos", "context", "weight", "twist_amount", "done",
+        "verbosity", "budget_aware", "eos", "context", "weight", "twist_amount", "done",
     )
 
     def __init__(
@@ -92,8 +95,10 @@ class SequenceModel:
         twist_with_critic: bool = True,
         terminate_when: TerminateWhen | None = None,
         verbosity: int = 0,
+        budget_aware: bool = True,
     ):
         self.unit_sampler = unit_sampler
+        self.budget_aware = bool(budget_aware)
         self.critic = critic
         self.max_tokens = max_tokens
         self.twist_with_critic = bool(twist_with_critic)

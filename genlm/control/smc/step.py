@@ -10,11 +10,13 @@ so a seeded run is reproducible whatever runs beside it.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 
+from genlm.control.sampler.budget import OUT_OF_BUDGET, cause_of, using_horizon
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.smc.deaths import Cause, DeadEnd
 from genlm.control.smc.state import Proposals, ends_with
@@ -85,9 +87,19 @@ async def _logw_eos_all(sampler: Any, contexts: list[list]) -> list:
     return list(await batch(contexts))
 
 
+def _horizon(model: Any) -> int | None:
+    """The `max_tokens` a token sampler prunes its draws to (`sampler.budget`), or None:
+    the budget turned off, no finite bound, or units that are not single tokens."""
+    sampler, m = model.unit_sampler, model.max_tokens
+    if not getattr(model, "budget_aware", True) or not math.isfinite(m):
+        return None
+    return int(m) if isinstance(sampler, TokenSampler) and sampler.budget_in_tokens else None
+
+
 async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[list, np.ndarray, np.ndarray]:
     """A unit after each context (EOS forced, with its `logw_eos`, at `max_tokens - 1`),
-    its log weight, and where EOS was forced."""
+    its log weight, and where the particle met `max_tokens`: EOS forced there, or a
+    draw the budget left without a token that can still end in time."""
     sampler, n = model.unit_sampler, len(contexts)
     forced = [i for i, c in enumerate(contexts) if len(c) >= model.max_tokens - 1]
     drawn = [i for i, c in enumerate(contexts) if len(c) < model.max_tokens - 1]
@@ -96,18 +108,20 @@ async def _draw_units(model: Any, contexts: list[list], rngs: list) -> tuple[lis
         calls.append(_sample_all(sampler, [contexts[i] for i in drawn], [rngs[i] for i in drawn]))
     if forced:
         calls.append(_logw_eos_all(sampler, [contexts[i] for i in forced]))
-    results = await calls[0] if len(calls) == 1 else await gather_or_cancel(*calls)
+    with using_horizon(_horizon(model)):  # the tasks gather makes copy it
+        results = await calls[0] if len(calls) == 1 else await gather_or_cancel(*calls)
     if len(calls) == 1:
         results = [results]
     units: list[Any] = [None] * n
     logws = np.zeros(n, dtype=np.float64)
+    made_to_end = np.zeros(n, dtype=bool)
     if drawn:
         for i, (unit, logw, _) in zip(drawn, results[0]):
             units[i], logws[i] = unit, float(logw)
+            made_to_end[i] = cause_of(logw) == OUT_OF_BUDGET
     if forced:
         for i, logw in zip(forced, results[-1]):
             units[i], logws[i] = model.eos, float(logw)
-    made_to_end = np.zeros(n, dtype=bool)
     made_to_end[forced] = True
     return units, logws, made_to_end
 

@@ -307,6 +307,25 @@ class GuidedCoerced(Coerced):
         """`GuidedConstraint.batch_allowed` of the engine behind this coercion."""
         return await self.guided.batch_allowed(contexts, like)
 
+    @property
+    def batch_tokens_to_finish(self) -> Any:  # type: ignore[override]
+        """For a deterministic byte automaton (a regex), `_tokens_to_finish`; None for
+        a grammar or a schema."""
+        from genlm.control.potential.built_in.fsa.wfsa import WFSA
+
+        if isinstance(self.potential, WFSA) and self.potential.automaton.delta is not None:
+            return self._tokens_to_finish
+        return None
+
+    async def _tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
+        """The exact fewest tokens to acceptance of the automaton's own coercion onto
+        the same vocabulary (`CoercedDFA`, built on first use): the engine's language
+        is the automaton's, so the counts are the same."""
+        dfa = self.__dict__.get("_dfa")
+        if dfa is None:
+            dfa = self._dfa = self.potential.generic_coercion(self.guided, self.f, False, True, None)
+        return await dfa.batch_tokens_to_finish(contexts)
+
     def matcher(self, context: Sequence[Any]) -> Any | None:
         """The engine's matcher after `context` (see `GuidedConstraint.matcher`)."""
         return self.guided.matcher(context)

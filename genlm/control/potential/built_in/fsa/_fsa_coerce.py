@@ -16,11 +16,14 @@ large, else by walking each token's bytes through the automaton.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
 
+from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.built_in._state_rows import StateRowCoerced
+from genlm.control.potential.built_in.fsa._fsa_budget import TokenDistances, byte_distances
 from genlm.control.weights import NEG_INF
 
 _FEW = 8  # up to this many tokens (and no cached row), `allowed_next` walks their bytes
@@ -60,8 +63,9 @@ class CoercedDFA(StateRowCoerced):
         q = int(np.argmax(fwd.alpha))
         return q if self.potential.automaton.beta[q] > 0 else None
 
-    def _walk(self, q: int) -> np.ndarray:
-        """The row over `vocab_eos` for automaton state `q` (see module docstring)."""
+    def _trie_states(self, q: int) -> np.ndarray:
+        """Per trie node, the automaton state and path log weight from state `q`
+        (state -1 below a missing arc), one vectorised walk."""
         a = self.potential.automaton
         symbols = self._symbols
 
@@ -76,7 +80,12 @@ class CoercedDFA(StateRowCoerced):
         nodes = np.zeros(self.trie.n_nodes, dtype=_NODE)
         nodes["q"] = -1
         nodes[0] = (q, 0.0)
-        self.trie.walk(nodes, step, _live)
+        return self.trie.walk(nodes, step, _live)
+
+    def _walk(self, q: int) -> np.ndarray:
+        """The row over `vocab_eos` for automaton state `q` (see module docstring)."""
+        a = self.potential.automaton
+        nodes = self._trie_states(q)
         state, logw = nodes["q"], nodes["logw"]
         end = state[self._leaf]
         live = end >= 0
@@ -89,6 +98,45 @@ class CoercedDFA(StateRowCoerced):
             row[:-1][live] = logw[self._leaf][live] + log_beta[end[live]] - log_beta[q]
             row[-1] = _log(a.stop[q]) - log_beta[q]
         return row
+
+    # Tokens left to acceptance (`fast_paths.TokensToFinish`, exact; see _fsa_budget) --
+
+    max_budget_states = 256  # reachable states searched for the exact distances
+
+    def _ends(self, q: int) -> np.ndarray:
+        """Per token, the state after its bytes from `q` (-1 where its row is -inf)."""
+        row = self._rows.get(q)
+        end = self._trie_states(q)["q"][self._leaf]
+        return np.where(row[:-1] > NEG_INF, end, -1)
+
+    def _byte_bound(self) -> np.ndarray:
+        """Per state, ⌈fewest bytes to acceptance / longest token⌉ (a lower bound on `d`)."""
+        a = self.potential.automaton
+        longest = max((len(p) for p in self.trie.paths), default=1) or 1
+        return np.ceil(byte_distances(np.asarray(a.delta), np.asarray(a.stop) > 0) / longest)
+
+    @cached_property
+    def _distances(self) -> TokenDistances:
+        accepting = np.asarray(self.potential.automaton.stop) > 0
+        start = self._state([])
+        if start is None:  # an empty language: no context ends
+            return TokenDistances(self._ends, 0, np.zeros_like(accepting), self._byte_bound, 0)
+        return TokenDistances(self._ends, start, accepting, self._byte_bound, self.max_budget_states)
+
+    async def batch_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
+        """Per next token, the fewest tokens after it to an accepted string (`inf`: none;
+        EOS: 0 where the context is accepted). Exact while at most
+        `max_budget_states` automaton states are reachable, else the byte bound."""
+        out = np.full((len(contexts), len(self.vocab_eos)), np.inf)
+        for i, context in enumerate(contexts):
+            q = self._state(context)
+            if q is not None:
+                out[i] = self._budget_rows.get(q)
+        return out
+
+    @cached_property
+    def _budget_rows(self) -> RowCache:
+        return RowCache(self._distances.row, self._rows.size)
 
     async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> np.ndarray:
         """Which of the tokens at `indices` of `vocab_eos` may follow `context`:

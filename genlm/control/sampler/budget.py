@@ -1,0 +1,144 @@
+"""The token budget of a run: samplers draw only tokens that can still end in time.
+
+SMC with `max_tokens = M` forces EOS once a context holds `M - 1` tokens, so its
+target is `t.complete(x)` over sequences of at most `M - 1` tokens. After a context
+of `n` tokens and a drawn token `y`, at most
+
+    r = M - 2 - n
+
+tokens can follow before EOS. A token is *in budget* when the target's bound on the
+tokens still needed after it (`fast_paths.TokensToFinish`, the minimum for a byte
+automaton) is at most `r`; EOS always is. A token out of budget has weight zero under
+the length-conditioned target (every completion in time has `t.complete = 0`), so a
+sampler that draws from the target's row with those tokens removed is properly
+weighted for the same target, and SMC's `log_ml` still estimates the same `Z`: only
+the intermediate targets change, to `t(x) · [x can end in time]`.
+
+The run's horizon `M` reaches the samplers through `using_horizon` (the SMC step
+sets it for token samplers; `SMC(...)(..., budget_aware=False)` leaves it unset).
+Outside a run, or for a potential without a bound, nothing is pruned. A context
+whose tokens are all out of budget (and EOS not allowed) gets the log weight
+`DeadEnd(OUT_OF_BUDGET)`: `-inf`, with its cause.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager
+from typing import Any, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+from genlm.control._device import mask_like, masked, stack
+from genlm.control.potential import fast_paths
+
+_HORIZON: contextvars.ContextVar[int | None] = contextvars.ContextVar("genlm_control_horizon", default=None)
+
+#: The cause of a zero weight when no token can end within `max_tokens`.
+OUT_OF_BUDGET = "no completion within max_tokens"
+#: The cause of a zero weight when the target allows no next token (nor EOS).
+NO_ALLOWED_TOKEN = "no token allowed"
+
+
+class DeadEnd(float):
+    """A log weight of `-inf` that says why: `DeadEnd(OUT_OF_BUDGET).cause`.
+
+    It is a float (`-inf`), so code that reads the weight as a number is unchanged;
+    code that counts dead particles reads `cause` (see `cause_of`).
+    """
+
+    cause: str
+
+    def __new__(cls, cause: str) -> "DeadEnd":
+        out = super().__new__(cls, float("-inf"))
+        out.cause = cause
+        return out
+
+    def __repr__(self) -> str:
+        return f"DeadEnd({self.cause!r})"
+
+    def __reduce__(self) -> tuple:
+        return (DeadEnd, (self.cause,))
+
+
+def cause_of(logw: Any) -> str | None:
+    """The cause carried by a sampler's log weight (None: not a `DeadEnd`)."""
+    return logw.cause if isinstance(logw, DeadEnd) else None
+
+
+@contextmanager
+def using_horizon(max_tokens: int | None) -> Iterator[None]:
+    """Samplers called inside draw only tokens that can end within `max_tokens`
+    (EOS included); None turns the budget off."""
+    token = _HORIZON.set(None if max_tokens is None else int(max_tokens))
+    try:
+        yield
+    finally:
+        _HORIZON.reset(token)
+
+
+def horizon() -> int | None:
+    """The `max_tokens` of the run the caller is in (None: no budget)."""
+    return _HORIZON.get()
+
+
+def tokens_left(context: Sequence[Any]) -> int | None:
+    """`r = max_tokens - 2 - len(context)`: how many tokens may follow the next one
+    before EOS (None: no budget)."""
+    m = _HORIZON.get()
+    return None if m is None else m - 2 - len(context)
+
+
+class Budget(NamedTuple):
+    """Which next tokens are in budget after each context of a batch.
+
+    Attributes:
+        ok: bool block over `vocab_eos`, True where the token can still end in time
+            (EOS always).
+        stuck: per context, True when the bound allows some token but none in time
+            (and not EOS): the context cannot end within `max_tokens`.
+    """
+
+    ok: np.ndarray
+    stuck: np.ndarray
+
+    def mask(self, potential: Any, rows: list) -> list:
+        """`rows` (LazyWeights over `potential.vocab_eos`) with the tokens out of
+        budget set to `-inf`, on the rows' device."""
+        block = stack([r.weights for r in rows])
+        return potential.rows_to_weights(masked(mask_like(self.ok, block), block))
+
+    def weight(self, i: int, logw: float) -> float:
+        """`logw` of context `i`, as `DeadEnd(OUT_OF_BUDGET)` where it is stuck."""
+        return DeadEnd(OUT_OF_BUDGET) if self.stuck[i] else logw
+
+
+async def budget_of(potential: Any, contexts: Sequence[Sequence[Any]]) -> Budget | None:
+    """The `Budget` of `contexts` under `potential`'s bound, or None when nothing is
+    pruned: no horizon, no contexts, or no `batch_tokens_to_finish` offered."""
+    m = _HORIZON.get()
+    if m is None or not contexts:
+        return None
+    bound = fast_paths.tokens_to_finish(potential)
+    if bound is None:
+        return None
+    left = np.array([m - 2 - len(c) for c in contexts], dtype=np.float64)
+    rows = np.asarray(await bound([list(c) for c in contexts]), dtype=np.float64)
+    ok = rows <= left[:, None]
+    ok[:, -1] = True
+    in_time = (rows[:, :-1] <= left[:, None]).any(axis=1) | (rows[:, -1] < np.inf)
+    stuck = ~in_time & (rows < np.inf).any(axis=1)
+    return Budget(ok, stuck)
+
+
+__all__ = [
+    "DeadEnd",
+    "OUT_OF_BUDGET",
+    "NO_ALLOWED_TOKEN",
+    "Budget",
+    "budget_of",
+    "cause_of",
+    "horizon",
+    "tokens_left",
+    "using_horizon",
+]
