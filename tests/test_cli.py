@@ -89,12 +89,13 @@ def test_table_output_matches_json(capsys):
 
 
 def test_table_leaves_out_particles_without_mass(capsys):
-    # a regex the tiny model rarely finishes within 3 tokens: most particles die
-    assert main([*BASE[:-4], "--max-tokens", "3", "--seed", "1", "--particles", "40", "--regex", " [0-9]{2}\\.", "--json"]) == 0
+    # one token and EOS cannot spell five digits and a period: every particle dies,
+    # and none is listed
+    assert main([*BASE[:-4], "--max-tokens", "2", "--seed", "1", "--particles", "40", "--regex", " [0-9]{5}\\.", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert all(r["probability"] > 0 for r in out["posterior"])
-    assert out["particles_without_mass"] > 0
-    assert len(out["posterior"]) + out["particles_without_mass"] <= 40
+    assert out["posterior"] == []
+    assert out["particles_without_mass"] == 40
+    assert out["deaths"]["max_tokens"] + out["deaths"]["dead_prefix"] == 40
 
 
 def test_seed_reproduces(capsys):

@@ -8,7 +8,7 @@ import os
 import pytest
 from toys.reliability import assert_clear_error, undocumented
 
-from genlm.control import BoolCFG, BoolFSA, JsonSchema
+from genlm.control import BoolCFG, BoolFSA
 
 KW = "start: " + " | ".join(f'"kw{i}"' for i in range(40))
 
@@ -30,7 +30,6 @@ ROWS = [
     ("regex-backreference", lambda: BoolFSA.from_regex(r"(a)\1"), ValueError, r"group references \(backreferences\) at position 3"),
     ("regex-anchor", lambda: BoolFSA.from_regex(r"a\Zb"), ValueError, "anchors .* at position 1"),
     ("regex-empty-language", lambda: BoolFSA.from_regex(r"[^\x00-\U0010ffff]"), ValueError, "matches no string"),
-    ("json-pattern-budget", lambda: JsonSchema({"type": "string", "pattern": "a{100000}"}), ValueError, "too large to compile"),
     ("lark-import-missing", lambda: BoolCFG.from_lark("%import nosuch.WORD\nstart: WORD"), ValueError, "%import nosuch: no such grammar among Lark's bundled grammars"),
     ("lark-import-relative-string", lambda: BoolCFG.from_lark("%import .mygrammar.WORD\nstart: WORD"), ValueError, "relative import needs the grammar's folder"),
     ("lark-import-relative-missing", lambda: BoolCFG.from_lark("%import .nothere.WORD\nstart: WORD", base_dir=os.path.dirname(__file__)), ValueError, r"%import \.nothere: cannot read"),

@@ -48,7 +48,13 @@ def _direct_proposal(autobatch):
 def _awrs_condition(autobatch):
     def build():
         f = Faulty(NoBB())
-        return f, SMC(AWRS(ab_lm(), f, autobatch=autobatch), autobatch=autobatch)
+
+        async def smc(**kwargs):
+            # a fresh AWRS per run: an AWRS remembers its condition's answers for its
+            # lifetime, so a second run on the same one would ask fewer questions
+            return await SMC(AWRS(ab_lm(), f, autobatch=autobatch), autobatch=autobatch)(**kwargs)
+
+        return f, smc
 
     return build
 

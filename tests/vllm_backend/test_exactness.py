@@ -52,13 +52,13 @@ def conditions(llm):
 
 @pytest.fixture(scope="module")
 def exact(llm, conditions):
-    return asyncio.run(X.enumerate_target(llm, conditions[False], X.MAX_TOKENS))
+    return asyncio.run(X.enumerate_exact(llm, conditions[False], X.MAX_TOKENS))
 
 
 def test_enumeration_on_vllm_rows_equals_hf(llm, exact):
     hf = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf", prompt_ids=llm.prompt_ids)
     cond = BoolFSA.from_regex(X.PATTERN).coerce(hf, f=b"".join, engine=False)
-    want = asyncio.run(X.enumerate_target(hf, cond, X.MAX_TOKENS))
+    want = asyncio.run(X.enumerate_exact(hf, cond, X.MAX_TOKENS))
     X.assert_same_target(exact, want)
     assert len(exact.sequences) == 1497
     assert exact.log_z == pytest.approx(want.log_z, abs=1e-4)
