@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from toys import segmentations
 
 from genlm.control import AWRS, BoolFSA, direct_token_sampler
 
@@ -23,18 +24,6 @@ GROUP = 48
 
 def language() -> list[bytes]:
     return [b"".join(b" " + w for w in ws) + b"." for n in (1, 2) for ws in itertools.product(WORDS, repeat=n)]
-
-
-def segmentations(text: bytes, pieces: dict, max_len: int):
-    if not text:
-        yield ()
-        return
-    if max_len == 0:
-        return
-    for end in range(1, len(text) + 1):
-        for i in pieces.get(text[:end], ()):
-            for rest in segmentations(text[end:], pieces, max_len - 1):
-                yield (i, *rest)
 
 
 async def enumerate_target(llm, condition, max_tokens: int) -> dict:

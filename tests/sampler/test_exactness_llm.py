@@ -32,7 +32,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from toys import Searched
+from toys import Searched, segmentations
 
 from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
@@ -65,19 +65,6 @@ def language() -> list[bytes]:
         for n in (1, 2, 3)
         for words in itertools.product(WORDS, repeat=n)
     ]
-
-
-def segmentations(text: bytes, pieces: dict[bytes, list[int]], max_len: int):
-    """Every way to write `text` as at most `max_len` tokens (indices)."""
-    if not text:
-        yield ()
-        return
-    if max_len == 0:
-        return
-    for end in range(1, len(text) + 1):
-        for i in pieces.get(text[:end], ()):
-            for rest in segmentations(text[end:], pieces, max_len - 1):
-                yield (i, *rest)
 
 
 async def brute_force(llm: PromptedLLM, max_tokens: int, chunk: int = 128) -> ExactTarget:

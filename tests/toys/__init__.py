@@ -26,4 +26,4 @@ from toys.ab import (  # noqa: F401
     no_bb,
     toy_backend,
 )
-from toys.core import Searched  # noqa: F401
+from toys.core import Searched, segmentations  # noqa: F401

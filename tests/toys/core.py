@@ -86,3 +86,16 @@ class Searched(Potential):
     @property
     def batch_tokens_to_finish(self):
         return self.inner.batch_tokens_to_finish if self.budget else None
+
+
+def segmentations(text: bytes, pieces: dict[bytes, list[int]], max_len: int):
+    """Every way to write `text` as at most `max_len` tokens (indices)."""
+    if not text:
+        yield ()
+        return
+    if max_len == 0:
+        return
+    for end in range(1, len(text) + 1):
+        for i in pieces.get(text[:end], ()):
+            for rest in segmentations(text[end:], pieces, max_len - 1):
+                yield (i, *rest)
