@@ -39,7 +39,7 @@ from genlm.control._viz_legacy import LEGACY_NOTE, legacy_record
 from genlm.control._viz_server import HOST, PageServer
 from genlm.control.sampler.record import RunRecord, StepRecord, _strict_json
 from genlm.control.sampler.record_file import read_text_file, write_text_atomically
-from genlm.control.sampler.resampling import normalized_weights
+from genlm.control.smc.resampling import normalized_weights
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}

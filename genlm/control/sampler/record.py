@@ -26,7 +26,7 @@ import numpy as np
 from genlm.control._args import is_int, is_real
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.record_file import read_text_file, write_text_atomically
-from genlm.control.sampler.resampling import ess
+from genlm.control.smc.resampling import ess
 
 if TYPE_CHECKING:  # pragma: no cover
     from genlm.control.smc.particle import Population

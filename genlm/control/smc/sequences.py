@@ -11,7 +11,7 @@ import numpy as np
 
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.record import RunRecord, token_text
-from genlm.control.sampler.resampling import ess, log_mean_exp, normalized_weights
+from genlm.control.smc.resampling import ess, log_mean_exp, normalized_weights
 from genlm.control.smc.deaths import Deaths
 from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF, fold_nan, logsumexp
