@@ -1,0 +1,41 @@
+"""Alias of `genlm.control.smc.resampling` (its home); this path re-exports its names."""
+
+from genlm.control.smc.resampling import (
+    RESAMPLING_METHODS,
+    Resampler,
+    Scheme,
+    ess,
+    get_resampler,
+    get_resampling_fn,
+    log_mean_exp,
+    multinomial,
+    multinomial_resample,
+    normalized_weights,
+    offspring_counts,
+    residual,
+    residual_resample,
+    stratified,
+    stratified_resample,
+    systematic,
+    systematic_resample,
+)
+
+__all__ = [
+    'RESAMPLING_METHODS',
+    'Resampler',
+    'Scheme',
+    'ess',
+    'get_resampler',
+    'get_resampling_fn',
+    'log_mean_exp',
+    'multinomial',
+    'multinomial_resample',
+    'normalized_weights',
+    'offspring_counts',
+    'residual',
+    'residual_resample',
+    'stratified',
+    'stratified_resample',
+    'systematic',
+    'systematic_resample',
+]
