@@ -21,7 +21,7 @@ from toys import (
 
 from genlm.control import EOS, SMC, direct_token_sampler, set_draw_method
 from genlm.control.draw import get_draw_method
-from genlm.control.sampler.record import RunRecord
+from genlm.control.smc.record import RunRecord
 from genlm.control.smc.resampling import RESAMPLING_METHODS
 from genlm.control.sampler.smc import SequenceModel, smc_standard
 from genlm.control.sampler.token import DirectTokenSampler, TokenSampler

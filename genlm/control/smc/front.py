@@ -11,7 +11,7 @@ from genlm.control._args import positive_int
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._held import holding
 from genlm.control.potential.base import Potential
-from genlm.control.sampler.record_file import check_output_path
+from genlm.control.smc.record_file import check_output_path
 from genlm.control.smc.resampling import get_resampler
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.smc.driver import check_args, smc_standard

@@ -17,7 +17,7 @@ import numpy as np
 
 from genlm.control.constant import EOS
 from genlm.control.draw import current_rng
-from genlm.control.sampler.record import RunRecord
+from genlm.control.smc.record import RunRecord
 from genlm.control.smc.resampling import log_mean_exp
 from genlm.control.smc.deaths import Deaths
 from genlm.control.smc.kernel import increments

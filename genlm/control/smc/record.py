@@ -9,7 +9,7 @@ the step resampled. JSON has no infinities, so a `-inf` log weight is written as
 Records are checked field by field when built and when read: a record file is
 input like any other, and a field of the wrong type or out of range is a
 `ValueError` (a `RecordError`) naming the field, e.g. `steps[2].contexts[0][1]`.
-Files are written by `genlm.control.sampler.record_file` (never through a link,
+Files are written by `genlm.control.smc.record_file` (never through a link,
 never half-written).
 """
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from genlm.control._args import is_int, is_real
 from genlm.control.constant import EndOfSequence
-from genlm.control.sampler.record_file import read_text_file, write_text_atomically
+from genlm.control.smc.record_file import read_text_file, write_text_atomically
 from genlm.control.smc.resampling import ess
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -347,14 +347,20 @@ class RunRecord:
             ValueError: if the file is not UTF-8 strict JSON (no NaN/Infinity, nesting
                 bounded) or not an SMC record; a `RecordError` names a bad field.
         """
-        return cls.from_dict(_strict_json(read_text_file(path), path))
+        return cls.from_dict(strict_json(read_text_file(path), path))
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not strict JSON")
 
 
-def _strict_json(text: str, path: Any) -> Any:
+def strict_json(text: str, path: Any) -> Any:
+    """The JSON value of `text` (read from `path`), refusing NaN and Infinity.
+
+    Raises:
+        ValueError: naming `path`, when `text` is not strict JSON or is nested too
+            deeply for the parser.
+    """
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
@@ -401,4 +407,13 @@ class Recorder:
         )
 
 
-__all__ = ["StepRecord", "RunRecord", "RecordError", "Recorder", "token_text", "context_text", "FORMAT"]
+__all__ = [
+    "StepRecord",
+    "RunRecord",
+    "RecordError",
+    "Recorder",
+    "token_text",
+    "context_text",
+    "strict_json",
+    "FORMAT",
+]
