@@ -1,17 +1,14 @@
-"""Alias of `genlm.control.smc.record_file` (its home); this path re-exports its names."""
+"""Alias of `genlm.control.smc.record_file`, the module's home; this path serves its names on first access."""
 
-from genlm.control.smc.record_file import (
-    RecordNotWrittenWarning,
-    check_output_path,
-    write_text_atomically,
-    write_record_or_warn,
-    read_text_file,
-)
+from genlm.control._lazy import lazy_exports
 
-__all__ = [
-    'RecordNotWrittenWarning',
-    'check_output_path',
-    'write_text_atomically',
-    'write_record_or_warn',
-    'read_text_file',
-]
+_EXPORTS = {
+    "RecordNotWrittenWarning": "genlm.control.smc.record_file",
+    "check_output_path": "genlm.control.smc.record_file",
+    "write_text_atomically": "genlm.control.smc.record_file",
+    "write_record_or_warn": "genlm.control.smc.record_file",
+    "read_text_file": "genlm.control.smc.record_file",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)
