@@ -1,24 +1,13 @@
-"""Small shared helpers: lazy weights, batched draws, batching errors, unit flattening."""
+"""The 0.4.1 import path of small shared helpers; it only re-exports them from their homes:
+lazy weights (`weights`), batched draws (`draw`), batching errors (`window`) and
+unit flattening (`sampler.unit`)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
 from genlm.control.draw import DRAW_METHODS, Draw, counting_readbacks, draw_from, set_draw_method
+from genlm.control.sampler.unit import flatten_units
 from genlm.control.weights import LazyWeights, logsumexp
 from genlm.control.window import BatchAbandoned
-
-
-def flatten_units(context: Iterable[Any]) -> list:
-    """Flatten a context of units (lists of tokens) into one token list; tokens pass through."""
-    out: list = []
-    for unit in context:
-        if isinstance(unit, list):
-            out.extend(flatten_units(unit))
-        else:
-            out.append(unit)
-    return out
-
 
 __all__ = [
     "BatchAbandoned",
