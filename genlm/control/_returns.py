@@ -9,7 +9,9 @@ the class and the method at the call that produced it, instead of a weight that 
 framework later reads as `-inf` (NaN) or a failure far from its cause.
 
 The checks cost one type test per call (one per context for batch methods), never a
-pass over the vocabulary. The built-in potentials are not wrapped.
+pass over the vocabulary. The built-in potentials are not wrapped. The token samplers' own
+methods (`sample`, `logw_eos`) are checked the same way (`SAMPLER_CHECKS`), which is
+why this module sits below both `potential/` and `sampler/`.
 """
 
 from __future__ import annotations
