@@ -30,7 +30,6 @@ import numpy as np
 
 from genlm.control._device import mask_like, masked, stack
 from genlm.control.horizon import (
-    _HORIZON,
     NO_ALLOWED_TOKEN,
     OUT_OF_BUDGET,
     DeadEnd,
@@ -69,7 +68,7 @@ class Budget(NamedTuple):
 async def budget_of(potential: Any, contexts: Sequence[Sequence[Any]]) -> Budget | None:
     """The `Budget` of `contexts` under `potential`'s bound, or None when nothing is
     pruned: no horizon, no contexts, or no `batch_tokens_to_finish` offered."""
-    m = _HORIZON.get()
+    m = horizon()
     if m is None or not contexts:
         return None
     bound = fast_paths.tokens_to_finish(potential)
