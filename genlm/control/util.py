@@ -1,13 +1,21 @@
 """The 0.4.1 import path of small shared helpers; it only re-exports them from their homes:
 lazy weights (`weights`), batched draws (`draw`), batching errors (`window`) and
-unit flattening (`sampler.unit`)."""
+unit flattening (`sampler.unit`, loaded on first access: this module sits below
+`sampler/`)."""
 
 from __future__ import annotations
 
+from genlm.control._lazy import lazy_exports
 from genlm.control.draw import DRAW_METHODS, Draw, counting_readbacks, draw_from, set_draw_method
-from genlm.control.sampler.unit import flatten_units
 from genlm.control.weights import LazyWeights, logsumexp
 from genlm.control.window import BatchAbandoned
+
+__getattr__, _lazy_dir = lazy_exports(__name__, {"flatten_units": "genlm.control.sampler.unit"})
+
+
+def __dir__() -> list:
+    return sorted({*globals(), *_lazy_dir()})
+
 
 __all__ = [
     "BatchAbandoned",
@@ -16,7 +24,7 @@ __all__ = [
     "counting_readbacks",
     "LazyWeights",
     "draw_from",
-    "flatten_units",
+    "flatten_units",  # noqa: F822  (served by __getattr__)
     "logsumexp",
     "set_draw_method",
 ]

@@ -97,3 +97,12 @@ def test_the_lazy_0_4_1_paths_serve_smc_names():
     assert get_resampling_fn("systematic") is resampling.systematic_resample
     with pytest.raises(AttributeError, match="no attribute 'Importance'"):
         importlib.import_module("genlm.control.sampler.resampling").Importance  # noqa: B018
+
+
+def test_util_only_re_exports_and_imports_nothing_above_it():
+    """`genlm.control.util` (0.4.1's path) serves `flatten_units` from `sampler/unit.py`
+    on first access; at module level it imports only the rows tier."""
+    imports = _top_level_imports(MODULES["genlm.control.util"])
+    assert not any(_in("genlm.control.sampler", m) or _in("genlm.control.potential", m) for m in imports)
+    util, unit = importlib.import_module("genlm.control.util"), importlib.import_module("genlm.control.sampler.unit")
+    assert util.flatten_units is unit.flatten_units and "flatten_units" in dir(util)

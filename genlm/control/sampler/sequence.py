@@ -10,5 +10,10 @@ from genlm.control.constant import EOS, EndOfSequence  # noqa: F401  (0.4.1 scri
 
 _EXPORTS = {"SMC": "genlm.control.smc.front", "Sequences": "genlm.control.smc.sequences"}
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, _lazy_dir = lazy_exports(__name__, _EXPORTS)
+
+
+def __dir__() -> list:
+    return sorted({*globals(), *_lazy_dir()})
+
 __all__ = list(_EXPORTS)
