@@ -14,7 +14,7 @@ from pathlib import Path
 
 from genlm.control import AWRS, BoolFSA, InferenceVisualizer, PromptedLLM
 from genlm.control.embedded import EMBEDDED_MODEL
-from genlm.control.sampler.record import RunRecord
+from genlm.control.smc.record import RunRecord
 
 
 async def main(out_dir: str | None = None, seed: int = 0):

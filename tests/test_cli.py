@@ -155,7 +155,7 @@ def test_record_renders(capsys, tmp_path, monkeypatch):
 def test_failed_record_still_prints_the_result(capsys, tmp_path, monkeypatch):
     import errno
 
-    from genlm.control.sampler import record_file
+    from genlm.control.smc import record_file
 
     expected = run_json(capsys, "--regex", NUMBER)
 

@@ -9,7 +9,7 @@ import pytest
 from toys import ab_lm, no_bb
 
 from genlm.control import SMC, InferenceVisualizer, direct_token_sampler
-from genlm.control.sampler.record import RunRecord, StepRecord
+from genlm.control.smc.record import RunRecord, StepRecord
 from genlm.control.viz import render_html
 
 

@@ -12,7 +12,7 @@ import pytest
 from toys import ab_lm
 
 from genlm.control import SMC, InferenceVisualizer, direct_token_sampler
-from genlm.control.sampler.record import RunRecord, StepRecord
+from genlm.control.smc.record import RunRecord, StepRecord
 
 BROWSER = next(
     (b for b in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome") if b and shutil.which(b)),

@@ -138,7 +138,7 @@ def stack(rows: list) -> Any:
     device: a (read-only) view when they lie back to back in one buffer, as the rows
     of `Potential.rows_to_weights` do, else a stacked copy."""
     if rows and is_tensor(rows[0]):
-        from genlm.control._draw_torch import stacked
+        from genlm.control._torch_rows import stacked
 
         return stacked(rows)
     first = rows[0]

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control.sampler.record import RecordError, RunRecord, StepRecord
-from genlm.control.sampler.resampling import ess, log_mean_exp
+from genlm.control.smc.record import RecordError, RunRecord, StepRecord
+from genlm.control.smc.resampling import ess, log_mean_exp
 
 LEGACY_NOTE = "a genlm-control 0.4.1 record (the run's settings were not recorded)"
 _MODES = ("init", "smc_step", "resample")

@@ -22,7 +22,7 @@ import warnings
 from typing import Any, Iterator, NoReturn, Sequence
 
 from genlm.control.embedded import ALIASES, EMBEDDED_MODEL, resolve
-from genlm.control.sampler.record_file import RecordNotWrittenWarning, check_output_path
+from genlm.control.smc.record_file import RecordNotWrittenWarning, check_output_path
 
 SAMPLERS = ("awrs", "direct", "eager", "topk")
 RESAMPLING = ("multinomial", "stratified", "systematic", "residual")

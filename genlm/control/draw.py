@@ -332,7 +332,7 @@ async def draw_many(
 
 async def _draw_tensors(weights, targets, members: list[int], rngs: list, out: list, allowed: Any = None) -> None:
     """Draw a group of tensor rows on their device; one read-back for the group."""
-    from genlm.control._draw_torch import stacked
+    from genlm.control._torch_rows import stacked
 
     rows = stacked([weights[i].weights for i in members])
     tblock = None

@@ -1,23 +1,20 @@
-"""Small shared helpers: lazy weights, batched draws, batching errors, unit flattening."""
+"""The 0.4.1 import path of small shared helpers; it only re-exports them from their homes:
+lazy weights (`weights`), batched draws (`draw`), batching errors (`window`) and
+unit flattening (`sampler.unit`, loaded on first access: this module sits below
+`sampler/`)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
+from genlm.control._lazy import lazy_exports
 from genlm.control.draw import DRAW_METHODS, Draw, counting_readbacks, draw_from, set_draw_method
 from genlm.control.weights import LazyWeights, logsumexp
 from genlm.control.window import BatchAbandoned
 
+__getattr__, _lazy_dir = lazy_exports(__name__, {"flatten_units": "genlm.control.sampler.unit"})
 
-def flatten_units(context: Iterable[Any]) -> list:
-    """Flatten a context of units (lists of tokens) into one token list; tokens pass through."""
-    out: list = []
-    for unit in context:
-        if isinstance(unit, list):
-            out.extend(flatten_units(unit))
-        else:
-            out.append(unit)
-    return out
+
+def __dir__() -> list:
+    return sorted({*globals(), *_lazy_dir()})
 
 
 __all__ = [
@@ -27,7 +24,7 @@ __all__ = [
     "counting_readbacks",
     "LazyWeights",
     "draw_from",
-    "flatten_units",
+    "flatten_units",  # noqa: F822  (served by __getattr__)
     "logsumexp",
     "set_draw_method",
 ]

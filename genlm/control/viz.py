@@ -37,9 +37,9 @@ import numpy as np
 
 from genlm.control._viz_legacy import LEGACY_NOTE, legacy_record
 from genlm.control._viz_server import HOST, PageServer
-from genlm.control.sampler.record import RunRecord, StepRecord, _strict_json
-from genlm.control.sampler.record_file import read_text_file, write_text_atomically
-from genlm.control.sampler.resampling import normalized_weights
+from genlm.control.smc.record import RunRecord, StepRecord, strict_json
+from genlm.control.smc.record_file import read_text_file, write_text_atomically
+from genlm.control.smc.resampling import normalized_weights
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -89,7 +89,7 @@ def _load_noted(source: Any) -> tuple[RunRecord | None, str | None]:
     """The record of `source`, and a note when it is a genlm-control 0.4.1 record
     (None for 0.4.1's empty list: a run that recorded nothing)."""
     if isinstance(source, (str, Path)):
-        data = _strict_json(read_text_file(source), source)
+        data = strict_json(read_text_file(source), source)
         if data == []:
             return None, LEGACY_NOTE
         if isinstance(data, list):

@@ -13,7 +13,7 @@ from toys.reliability import ab_lm, undocumented
 from genlm.control import InferenceVisualizer, PromptedLLM, direct_token_sampler
 from genlm.control.cli import main
 from genlm.control.embedded import model_path
-from genlm.control.sampler.record import FORMAT, RunRecord
+from genlm.control.smc.record import FORMAT, RunRecord
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -21,10 +21,10 @@ from toys import (
 
 from genlm.control import EOS, SMC, direct_token_sampler, set_draw_method
 from genlm.control.draw import get_draw_method
-from genlm.control.sampler.record import RunRecord
-from genlm.control.sampler.resampling import RESAMPLING_METHODS
 from genlm.control.sampler.smc import SequenceModel, smc_standard
 from genlm.control.sampler.token import DirectTokenSampler, TokenSampler
+from genlm.control.smc.record import RunRecord
+from genlm.control.smc.resampling import RESAMPLING_METHODS
 
 METHODS = sorted(RESAMPLING_METHODS)
 # The critic of these tests: `prefix = -0.9·#b`, `complete = -1.5·#b - 0.5·[odd length]`.

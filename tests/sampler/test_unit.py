@@ -18,9 +18,9 @@ from genlm.control.sampler.unit import (
     FixedLengthBoundary,
     MultiTokenUnitSampler,
     TokenSetBoundary,
+    flatten_units,
 )
 from genlm.control.testing import assert_properly_weighted
-from genlm.control.util import flatten_units
 
 NEG_INF = float("-inf")
 

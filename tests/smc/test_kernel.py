@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from genlm.control.constant import EOS
-from genlm.control.sampler.resampling import get_resampler, multinomial_resample
 from genlm.control.smc import kernel
+from genlm.control.smc.resampling import get_resampler, multinomial_resample
 from genlm.control.smc.state import PopulationState, Proposals, closed
 
 NEG_INF = -math.inf

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
+from genlm.control._returns import check_returns
 from genlm.control.constant import EOS, EndOfSequence
-from genlm.control.potential._returns import check_returns
 from genlm.control.potential.tables import VocabTables, build_tables
 from genlm.control.typing import TokenType
 from genlm.control.weights import NEG_INF, LazyWeights, LazyWeightsBatch
@@ -45,7 +45,7 @@ class Potential(ABC):
         logw_next(ctx)[EOS] = complete(ctx) - prefix(ctx)
 
     What a subclass defined outside genlm-control returns from these methods is
-    checked at each call (see `genlm.control.potential._returns`): None, a coroutine,
+    checked at each call (see `genlm.control._returns`): None, a coroutine,
     a dict or a row of the wrong length is a `TypeError` naming the class and method.
 
     Args:

@@ -20,7 +20,7 @@ _EXPORTS = {
     "BoundaryPredicate": "genlm.control.sampler.unit",
     "SetSampler": "genlm.control.sampler.set",
     "SequenceModel": "genlm.control.sampler.smc",
-    "flatten_units": "genlm.control.util",
+    "flatten_units": "genlm.control.sampler.unit",
     "SMC": "genlm.control.sampler.sequence",
     "Sequences": "genlm.control.sampler.sequence",
 }

@@ -1,7 +1,24 @@
-"""The batched SMC step, moved to `genlm.control.smc.step` (names kept here)."""
+"""Alias of the batched SMC step, whose home is `genlm.control.smc.step` (loaded on first access)."""
 
-from genlm.control.smc.particle import step_all, step_many
-from genlm.control.smc.step import SlotStreams
-from genlm.control.smc.step import retrying as _retrying
+from typing import Any
 
-__all__ = ["SlotStreams", "step_many", "step_all", "_retrying"]
+from genlm.control._lazy import lazy_exports
+
+_EXPORTS = {
+    "SlotStreams": "genlm.control.smc.step",
+    "step_many": "genlm.control.smc.particle",
+    "step_all": "genlm.control.smc.particle",
+}
+
+_exported, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_retrying":
+        from genlm.control.smc.step import retrying
+
+        return retrying
+    return _exported(name)
+
+
+__all__ = [*_EXPORTS, "_retrying"]  # noqa: F822  (served by __getattr__)

@@ -14,8 +14,9 @@ sampler that draws from the target's row with those tokens removed is properly
 weighted for the same target, and SMC's `log_ml` still estimates the same `Z`: only
 the intermediate targets change, to `t(x) · [x can end in time]`.
 
-The run's horizon `M` reaches the samplers through `using_horizon` (the SMC step
-sets it for token samplers; `SMC(...)(..., budget_aware=False)` leaves it unset).
+The run's horizon `M` reaches the samplers through `using_horizon`
+(`genlm.control.horizon`, a module below `sampler/` and `smc/`: the SMC step sets it
+for token samplers; `SMC(...)(..., budget_aware=False)` leaves it unset).
 Outside a run, or for a potential without a bound, nothing is pruned. A context
 whose tokens are all out of budget (and EOS not allowed) gets the log weight
 `DeadEnd(OUT_OF_BUDGET)`: `-inf`, with its cause.
@@ -23,70 +24,21 @@ whose tokens are all out of budget (and EOS not allowed) gets the log weight
 
 from __future__ import annotations
 
-import contextvars
-from contextlib import contextmanager
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from genlm.control._device import mask_like, masked, stack
+from genlm.control.horizon import (
+    NO_ALLOWED_TOKEN,
+    OUT_OF_BUDGET,
+    DeadEnd,
+    cause_of,
+    horizon,
+    tokens_left,
+    using_horizon,
+)
 from genlm.control.potential import fast_paths
-
-_HORIZON: contextvars.ContextVar[int | None] = contextvars.ContextVar("genlm_control_horizon", default=None)
-
-#: The cause of a zero weight when no token can end within `max_tokens`.
-OUT_OF_BUDGET = "no completion within max_tokens"
-#: The cause of a zero weight when the target allows no next token (nor EOS).
-NO_ALLOWED_TOKEN = "no token allowed"
-
-
-class DeadEnd(float):
-    """A log weight of `-inf` that says why: `DeadEnd(OUT_OF_BUDGET).cause`.
-
-    It is a float (`-inf`), so code that reads the weight as a number is unchanged;
-    code that counts dead particles reads `cause` (see `cause_of`).
-    """
-
-    cause: str
-
-    def __new__(cls, cause: str) -> "DeadEnd":
-        out = super().__new__(cls, float("-inf"))
-        out.cause = cause
-        return out
-
-    def __repr__(self) -> str:
-        return f"DeadEnd({self.cause!r})"
-
-    def __reduce__(self) -> tuple:
-        return (DeadEnd, (self.cause,))
-
-
-def cause_of(logw: Any) -> str | None:
-    """The cause carried by a sampler's log weight (None: not a `DeadEnd`)."""
-    return logw.cause if isinstance(logw, DeadEnd) else None
-
-
-@contextmanager
-def using_horizon(max_tokens: int | None) -> Iterator[None]:
-    """Samplers called inside draw only tokens that can end within `max_tokens`
-    (EOS included); None turns the budget off."""
-    token = _HORIZON.set(None if max_tokens is None else int(max_tokens))
-    try:
-        yield
-    finally:
-        _HORIZON.reset(token)
-
-
-def horizon() -> int | None:
-    """The `max_tokens` of the run the caller is in (None: no budget)."""
-    return _HORIZON.get()
-
-
-def tokens_left(context: Sequence[Any]) -> int | None:
-    """`r = max_tokens - 2 - len(context)`: how many tokens may follow the next one
-    before EOS (None: no budget)."""
-    m = _HORIZON.get()
-    return None if m is None else m - 2 - len(context)
 
 
 class Budget(NamedTuple):
@@ -116,7 +68,7 @@ class Budget(NamedTuple):
 async def budget_of(potential: Any, contexts: Sequence[Sequence[Any]]) -> Budget | None:
     """The `Budget` of `contexts` under `potential`'s bound, or None when nothing is
     pruned: no horizon, no contexts, or no `batch_tokens_to_finish` offered."""
-    m = _HORIZON.get()
+    m = horizon()
     if m is None or not contexts:
         return None
     bound = fast_paths.tokens_to_finish(potential)

@@ -21,24 +21,20 @@ kernel (reweighting, the ESS decision, resampling) and the async driver
 the normalizing constant (Del Moral 2004).
 """
 
-from genlm.control.smc.driver import smc_standard
-from genlm.control.smc.kernel import should_resample
-from genlm.control.smc.particle import (
-    Population,
-    SequenceModel,
-    plain_predicate,
-    step_all,
-    step_many,
-)
-from genlm.control.smc.step import SlotStreams
+from genlm.control._lazy import lazy_exports
 
-__all__ = [
-    "SequenceModel",
-    "Population",
-    "plain_predicate",
-    "smc_standard",
-    "step_all",
-    "step_many",
-    "should_resample",
-    "SlotStreams",
-]
+# Imported on first access, so that `sampler/` imports nothing of `smc/` at module
+# level (`smc/` drives the samplers and imports their types).
+_EXPORTS = {
+    "SequenceModel": "genlm.control.smc.particle",
+    "Population": "genlm.control.smc.particle",
+    "plain_predicate": "genlm.control.smc.particle",
+    "smc_standard": "genlm.control.smc.driver",
+    "step_all": "genlm.control.smc.particle",
+    "step_many": "genlm.control.smc.particle",
+    "should_resample": "genlm.control.smc.kernel",
+    "SlotStreams": "genlm.control.smc.step",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

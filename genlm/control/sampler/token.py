@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
+from genlm.control._returns import SAMPLER_CHECKS, check_returns
 from genlm.control._warn import warn_user
 from genlm.control.draw import draw_from, draw_many, using_rng
-from genlm.control.potential._returns import SAMPLER_CHECKS, check_returns
 from genlm.control.potential.base import Potential
 from genlm.control.potential.fast_paths import vectorised_logw_next
 from genlm.control.sampler.budget import budget_of

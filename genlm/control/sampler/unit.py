@@ -11,7 +11,7 @@ the sum running over complete units, i.e. the unit is properly weighted for the
 subunit target's weight of complete units. A unit that reaches
 `max_subunits_per_unit` subunits without a boundary is not a unit: it is returned
 with weight `-inf`, as in 0.4.1.
-Contexts are lists of units; `genlm.control.util.flatten_units` recovers the tokens.
+Contexts are lists of units; `flatten_units` recovers the tokens.
 """
 
 from __future__ import annotations
@@ -24,10 +24,20 @@ from genlm.control._args import positive_int
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.token import TokenSampler
-from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF
 
 Boundary = Callable[[list, list], Any]
+
+
+def flatten_units(context: Iterable[Any]) -> list:
+    """Flatten a context of units (lists of tokens) into one token list; tokens pass through."""
+    out: list = []
+    for unit in context:
+        if isinstance(unit, list):
+            out.extend(flatten_units(unit))
+        else:
+            out.append(unit)
+    return out
 
 
 class BoundaryPredicate(ABC):
@@ -224,4 +234,11 @@ class MultiTokenUnitSampler(TokenSampler):
         return f"MultiTokenUnitSampler({self.subunit_sampler!r}, {self.boundary_predicate!r})"
 
 
-__all__ = ["BoundaryPredicate", "CFGBoundary", "FixedLengthBoundary", "MultiTokenUnitSampler", "TokenSetBoundary"]
+__all__ = [
+    "BoundaryPredicate",
+    "CFGBoundary",
+    "FixedLengthBoundary",
+    "MultiTokenUnitSampler",
+    "TokenSetBoundary",
+    "flatten_units",
+]

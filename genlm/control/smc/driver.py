@@ -14,12 +14,12 @@ import warnings
 import numpy as np
 
 from genlm.control._args import is_int, is_real, positive_int, reject_bool
-from genlm.control.sampler.record import Recorder, context_text
-from genlm.control.sampler.record_file import check_output_path, write_record_or_warn
-from genlm.control.sampler.resampling import get_resampler
 from genlm.control.smc import kernel, progress
 from genlm.control.smc.deaths import Cause, Deaths, ZeroWeightWarning
 from genlm.control.smc.particle import Population, SequenceModel
+from genlm.control.smc.record import Recorder, context_text
+from genlm.control.smc.record_file import check_output_path, write_record_or_warn
+from genlm.control.smc.resampling import get_resampler
 from genlm.control.smc.state import PopulationState, Proposals
 from genlm.control.smc.step import SlotStreams, propose, retrying
 from genlm.control.weights import fold_nan

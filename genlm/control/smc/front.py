@@ -11,11 +11,11 @@ from genlm.control._args import positive_int
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._held import holding
 from genlm.control.potential.base import Potential
-from genlm.control.sampler.record_file import check_output_path
-from genlm.control.sampler.resampling import get_resampler
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.smc.driver import check_args, smc_standard
 from genlm.control.smc.particle import SequenceModel
+from genlm.control.smc.record_file import check_output_path
+from genlm.control.smc.resampling import get_resampler
 from genlm.control.smc.sequences import Sequences
 from genlm.control.typing import Sequence as SequenceType
 

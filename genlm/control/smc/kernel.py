@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control.sampler.resampling import Scheme, ess, log_mean_exp, normalized_weights
+from genlm.control.smc.resampling import Scheme, ess, log_mean_exp, normalized_weights
 from genlm.control.smc.state import PopulationState, Proposals, closed
 from genlm.control.weights import NEG_INF, fold_nan
 

@@ -17,10 +17,10 @@ import numpy as np
 
 from genlm.control.constant import EOS
 from genlm.control.draw import current_rng
-from genlm.control.sampler.record import RunRecord
-from genlm.control.sampler.resampling import log_mean_exp
 from genlm.control.smc.deaths import Deaths
 from genlm.control.smc.kernel import increments
+from genlm.control.smc.record import RunRecord
+from genlm.control.smc.resampling import log_mean_exp
 from genlm.control.smc.state import PopulationState, ends_with
 from genlm.control.smc.step import SlotStreams, propose, retrying
 from genlm.control.weights import fold_nan

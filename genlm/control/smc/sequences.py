@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from genlm.control.constant import EndOfSequence
-from genlm.control.sampler.record import RunRecord, token_text
-from genlm.control.sampler.resampling import ess, log_mean_exp, normalized_weights
+from genlm.control.sampler.unit import flatten_units
 from genlm.control.smc.deaths import Deaths
-from genlm.control.util import flatten_units
+from genlm.control.smc.record import RunRecord, token_text
+from genlm.control.smc.resampling import ess, log_mean_exp, normalized_weights
 from genlm.control.weights import NEG_INF, fold_nan, logsumexp
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from genlm.control.sampler.resampling import ess, log_mean_exp
+from genlm.control.smc.resampling import ess, log_mean_exp
 
 
 def _frozen(values: Any, dtype: Any) -> np.ndarray:

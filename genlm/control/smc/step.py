@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from genlm.control.sampler.budget import OUT_OF_BUDGET, cause_of, using_horizon
+from genlm.control.horizon import OUT_OF_BUDGET, cause_of, using_horizon
 from genlm.control.sampler.token import TokenSampler
+from genlm.control.sampler.unit import flatten_units
 from genlm.control.smc.deaths import Cause, DeadEnd
 from genlm.control.smc.state import Proposals, ends_with
-from genlm.control.util import flatten_units
 from genlm.control.weights import NEG_INF
 from genlm.control.window import BatchAbandoned, gather_or_cancel
 

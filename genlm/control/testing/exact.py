@@ -27,8 +27,8 @@ from typing import Any, Hashable
 import numpy as np
 
 from genlm.control._device import stack, to_host
+from genlm.control.horizon import using_horizon
 from genlm.control.potential.base import Potential
-from genlm.control.sampler.budget import using_horizon
 from genlm.control.testing.samplers import enumerate_sampler
 from genlm.control.weights import NEG_INF, fold_nan
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from genlm.control.sampler.resampling import (
+from genlm.control.smc.resampling import (
     RESAMPLING_METHODS,
     ess,
     get_resampler,

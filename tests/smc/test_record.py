@@ -10,8 +10,8 @@ import pytest
 from toys import ab_lm, no_bb
 
 from genlm.control import SMC, direct_token_sampler
-from genlm.control.sampler.record import FORMAT, RecordError, RunRecord, StepRecord
-from genlm.control.sampler.record_file import (
+from genlm.control.smc.record import FORMAT, RecordError, RunRecord, StepRecord
+from genlm.control.smc.record_file import (
     RecordNotWrittenWarning,
     check_output_path,
     write_text_atomically,
@@ -246,7 +246,7 @@ async def test_a_directory_appearing_during_the_run_is_reported(tmp_path):
 async def test_disk_full_after_the_run_returns_the_result(tmp_path, monkeypatch):
     import errno
 
-    from genlm.control.sampler import record_file
+    from genlm.control.smc import record_file
 
     def no_space(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
