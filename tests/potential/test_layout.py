@@ -1,6 +1,6 @@
 """The layout of `genlm.control.potential.built_in`: subpackages per capability
-(lm/, fsa/, cfg/, json_schema/, engine/), an import graph without cycles, and public
-`__all__`s without private helpers."""
+(lm/, fsa/, cfg/, json_schema/, engine/, and the shared regex/), an import graph
+without cycles, and public `__all__`s without private helpers."""
 
 import ast
 import importlib
@@ -14,7 +14,7 @@ import genlm.control.potential.built_in as built_in
 
 ROOT = Path(built_in.__file__).parent
 PACKAGE = built_in.__name__
-SUBPACKAGES = ["lm", "fsa", "cfg", "json_schema", "engine"]
+SUBPACKAGES = ["lm", "fsa", "cfg", "json_schema", "engine", "regex"]
 
 
 def _module_name(path: Path) -> str:

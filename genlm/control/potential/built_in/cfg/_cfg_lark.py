@@ -33,7 +33,7 @@ from genlm.control.potential.built_in.fsa._fsa_regex import (
     compile_regex,
     literal_dfa,
 )
-from genlm.control.potential.built_in.fsa._regex_syntax import parse_regex
+from genlm.control.potential.built_in.regex.syntax import parse_regex
 
 if TYPE_CHECKING:  # genlm.grammar is imported on use: it takes seconds, and reading
     from genlm.grammar import CFG  # a grammar (`read_lark`) does not need it

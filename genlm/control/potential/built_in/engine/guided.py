@@ -26,7 +26,7 @@ from genlm.control.potential.built_in.engine._guided_engine import (
     new_matcher,
 )
 from genlm.control.potential.built_in.engine._guided_regex import emit
-from genlm.control.potential.built_in.fsa._regex_syntax import parse_regex
+from genlm.control.potential.built_in.regex.syntax import parse_regex
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
 

@@ -1,6 +1,6 @@
 """Regular expressions compiled to byte-level deterministic automata, in bounded time.
 
-The pattern is read by `_regex_syntax` into character sets, concatenations,
+The pattern is read by `regex.syntax` into character sets, concatenations,
 alternations and repeats (Python's own parser; semantics of
 `re.fullmatch(pattern, text, flags=re.ASCII)`: `\\d \\w \\s` are ASCII, `.` is any
 character but LF). Each character set becomes a few byte-range paths over its UTF-8
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from genlm.control.potential.built_in.fsa._regex_syntax import _short, expanded_size, parse_regex
+from genlm.control.potential.built_in.regex.syntax import _short, expanded_size, parse_regex
 
 MAX_STATES = 1 << 15  # default budget: DFA states and expanded character positions
 NFA_FACTOR = 16  # NFA states allowed per unit of budget (a set is a few byte states)
@@ -272,7 +272,7 @@ def compile_regex(pattern: str, max_states: int = MAX_STATES) -> ByteDFA:
 
     Raises:
         TypeError: `pattern` is not a str.
-        ValueError: invalid or refused syntax (see `_regex_syntax`), an empty
+        ValueError: invalid or refused syntax (see `regex.syntax`), an empty
             language, or a pattern whose expanded size, NFA or DFA exceeds the
             budget `max_states` (checked before allocating).
     """
