@@ -99,7 +99,7 @@ def test_the_graph_sees_the_known_imports():
     graph = _graph(top_level_only=False)
     assert f"{PACKAGE}.engine.guided" in graph[f"{PACKAGE}.lm.llm"]  # constrain's late import
     assert f"{PACKAGE}.lm._token_maps" in graph[f"{PACKAGE}.engine.guided"]
-    assert f"{PACKAGE}.fsa._fsa_regex" in _graph(top_level_only=True)[f"{PACKAGE}.fsa.wfsa"]
+    assert f"{PACKAGE}.regex.compile" in _graph(top_level_only=True)[f"{PACKAGE}.fsa.wfsa"]
 
 
 @pytest.mark.parametrize("top_level_only", [True, False], ids=["top-level", "all-imports"])

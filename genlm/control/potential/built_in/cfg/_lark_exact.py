@@ -52,7 +52,7 @@ from genlm.control.potential.built_in.cfg._lark_lower import (
     lowerable,
 )
 from genlm.control.potential.built_in.engine._guided_regex import engine_regex
-from genlm.control.potential.built_in.fsa._fsa_regex import compile_regex
+from genlm.control.potential.built_in.regex.compile import compile_regex
 
 CHECK_BUDGET = 50_000  # product-automaton states explored before giving up (not proven)
 MAX_ROUNDS = 24  # checks, each after lowering the terminals of one clash

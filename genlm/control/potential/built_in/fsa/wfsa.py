@@ -16,7 +16,7 @@ from genlm.control.potential.built_in.fsa._fsa_arrays import (
     compile_wfsa,
     dfa_automaton,
 )
-from genlm.control.potential.built_in.fsa._fsa_regex import (
+from genlm.control.potential.built_in.regex.compile import (
     MAX_STATES,
     ByteDFA,
     compile_regex,
@@ -92,7 +92,7 @@ class WFSA(CachedRecognizer):
 
     @classmethod
     def from_dfa(cls, dfa: ByteDFA, cache_size: int = 16384) -> "WFSA":
-        """From a trimmed byte DFA (`_fsa_regex.ByteDFA`), each state splitting its
+        """From a trimmed byte DFA (`regex.compile.ByteDFA`), each state splitting its
         mass evenly over its choices (see `from_regex`); arrays built directly."""
         return cls(dfa, cache_size)
 

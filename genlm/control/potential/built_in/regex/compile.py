@@ -1,6 +1,6 @@
 """Regular expressions compiled to byte-level deterministic automata, in bounded time.
 
-The pattern is read by `regex.syntax` into character sets, concatenations,
+The pattern is read by `syntax` into character sets, concatenations,
 alternations and repeats (Python's own parser; semantics of
 `re.fullmatch(pattern, text, flags=re.ASCII)`: `\\d \\w \\s` are ASCII, `.` is any
 character but LF). Each character set becomes a few byte-range paths over its UTF-8
@@ -28,7 +28,8 @@ NFA_FACTOR = 16  # NFA states allowed per unit of budget (a set is a few byte st
 _BREAKS = (0x7F, 0x7FF, 0xFFFF)  # the last code point of each UTF-8 length
 
 
-def _utf8_len(lead: int) -> int:
+def utf8_length(lead: int) -> int:
+    """The length of the UTF-8 encoding that starts with byte `lead`."""
     if lead < 0x80:
         return 1
     if lead < 0xE0:
@@ -42,7 +43,7 @@ _LEADS = list(range(0x00, 0x80)) + list(range(0xC2, 0xF5))
 _SECOND = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}
 
 
-def _next_bytes(prefix: bytes) -> range:
+def utf8_next_bytes(prefix: bytes) -> range:
     """Bytes that extend `prefix` (a proper prefix of some UTF-8 encoding)."""
     if not prefix:
         return _LEADS  # type: ignore[return-value]
@@ -348,6 +349,8 @@ def regex_wfsa(
     return dfa_wfsa(compile_regex(pattern, max_states), semiring, weight)
 
 
+_utf8_len, _next_bytes = utf8_length, utf8_next_bytes  # the names before the move
+
 __all__ = [
     "ByteDFA",
     "MAX_STATES",
@@ -356,4 +359,7 @@ __all__ = [
     "dfa_wfsa",
     "literal_dfa",
     "regex_wfsa",
+    "utf8_length",
+    "utf8_next_bytes",
+    "utf8_sequences",
 ]
