@@ -12,8 +12,8 @@ from genlm.grammar.cfglm import add_EOS
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.cfg._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
-from genlm.control.potential.built_in.fsa._fsa_arrays import N_BYTES, weight_to_float
 from genlm.control.potential.built_in.fsa.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.potential.built_in.regex.automaton import N_BYTES, weight_to_float
 from genlm.control.potential.coerce import Coerced
 from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
