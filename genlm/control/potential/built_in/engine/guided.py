@@ -139,7 +139,7 @@ class GuidedConstraint(CachedRecognizer):
         """Token sequences whose bytes are a JSON document valid under `schema`, as the
         engine writes them (properties in declaration order; see the docs). The schema
         is checked as `JsonSchema` checks it first (JSON data, size limits, local `$ref`s)."""
-        from genlm.control.potential.built_in.json_schema._json_guard import check_document
+        from genlm.control.potential.built_in.json_schema import check_document
 
         if not isinstance(schema, str):
             check_document(schema)
