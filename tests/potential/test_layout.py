@@ -98,14 +98,14 @@ def test_cycle_finder_finds_a_cycle():
 def test_the_graph_sees_the_known_imports():
     graph = _graph(top_level_only=False)
     assert f"{PACKAGE}.engine.guided" in graph[f"{PACKAGE}.lm.llm"]  # constrain's late import
-    assert f"{PACKAGE}.lm._token_maps" in graph[f"{PACKAGE}.engine.guided"]
+    assert f"{PACKAGE}.lm.token_maps" in graph[f"{PACKAGE}.engine.guided"]
     assert f"{PACKAGE}.regex.compile" in _graph(top_level_only=True)[f"{PACKAGE}.fsa.wfsa"]
 
 
 @pytest.mark.parametrize("top_level_only", [True, False], ids=["top-level", "all-imports"])
 def test_no_import_cycle_between_built_in_modules(top_level_only):
     """Neither the module-load graph nor the graph with function-local imports has a
-    cycle (llm -> guided -> llm was one: guided now takes `TokenMaps` from lm._token_maps)."""
+    cycle (llm -> guided -> llm was one: guided now takes `TokenMaps` from lm.token_maps)."""
     assert _cycle(_graph(top_level_only)) is None
 
 
@@ -176,7 +176,7 @@ def test_public_modules_export_only_public_names(module, names):
 def test_private_helpers_stay_importable_from_their_modules():
     from genlm.control.potential.built_in.engine.guided import engine_coerce
     from genlm.control.potential.built_in.lm._llm_loading import load_model
-    from genlm.control.potential.built_in.lm._token_maps import TokenMaps
+    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
     from genlm.control.potential.built_in.lm.llm import load_model_by_name
 
     assert load_model_by_name is load_model

@@ -33,10 +33,10 @@ from genlm.control.weights import NEG_INF, LazyWeights
 logger = logging.getLogger(__name__)
 
 
-# `TokenMaps` is imported late because `lm._token_maps` loads torch (≈2 s), which a
+# `TokenMaps` is imported late because `lm.token_maps` loads torch (≈2 s), which a
 # coerce onto a vocabulary that is not a model's (the planner imports this module) never needs.
 def _token_maps(llm: Any) -> Any:
-    from genlm.control.potential.built_in.lm._token_maps import TokenMaps
+    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
 
     maps = llm if isinstance(llm, TokenMaps) else getattr(llm, "token_maps", None)
     if not isinstance(maps, TokenMaps):
@@ -383,7 +383,7 @@ def engine_coerce(
 
 
 def _unfit(other: Any, f: Any, source: Any) -> str | None:
-    from genlm.control.potential.built_in.lm._token_maps import TokenMaps
+    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
 
     if not isinstance(getattr(other, "token_maps", None), TokenMaps):
         return "the target is not a PromptedLLM token vocabulary"
