@@ -199,7 +199,7 @@ class WCFG(CachedRecognizer):
         docs/constraint-engines.md); None for any other grammar."""
         if not self.boolean or self.lark_parsed is None:
             return None
-        from genlm.control.potential.built_in.cfg._lark_exact import engine_lark
+        from genlm.control.potential.built_in.engine._lark_exact import engine_lark
 
         exact = engine_lark(self.lark_parsed)
         return EngineSource("lark", exact.text, exact.inexact)

@@ -37,12 +37,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from genlm.control.potential.built_in.cfg._cfg_lark import (
+from genlm.control.potential.built_in.cfg import (
     LarkGrammar,
     ignore_blocks_are_plain,
     ignore_stop_bytes,
 )
-from genlm.control.potential.built_in.cfg._lark_lower import (
+from genlm.control.potential.built_in.engine._lark_lower import (
     MAX_LOWERED_STATES,
     ByteClass,
     Lowering,
