@@ -131,6 +131,17 @@ def test_lm_reaches_engine_in_one_place_only():
     assert late == {f"{PACKAGE}.lm.llm": f"{PACKAGE}.engine.guided"}
 
 
+def test_only_lm_reaches_engine_and_regex_reaches_no_subpackage():
+    """engine/ translates into the engine's terms, so the constraint folders hand it
+    their raw sources and never import it; regex/ is the foundation under them."""
+    packages: dict[str, set[str]] = {}
+    for module, targets in _graph(top_level_only=False).items():
+        packages.setdefault(_package(module), set()).update(_package(t) for t in targets)
+    users = {p for p, targets in packages.items() if "engine" in targets} - {"engine", "aliases"}
+    assert users == {"lm"}
+    assert packages["regex"] <= {"regex", "built_in"}
+
+
 def test_every_module_sits_in_a_subpackage_or_is_a_shared_helper_or_alias():
     top = {p.stem for p in ROOT.glob("*.py")} - {"__init__"}
     shared = {"_recognizer", "_state_cache", "_state_rows"}
@@ -176,8 +187,8 @@ def test_public_modules_export_only_public_names(module, names):
 def test_private_helpers_stay_importable_from_their_modules():
     from genlm.control.potential.built_in.engine.guided import engine_coerce
     from genlm.control.potential.built_in.lm._llm_loading import load_model
-    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
     from genlm.control.potential.built_in.lm.llm import load_model_by_name
+    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
 
     assert load_model_by_name is load_model
     assert callable(engine_coerce) and isinstance(TokenMaps, type)

@@ -194,15 +194,13 @@ class WCFG(CachedRecognizer):
     engine_form = "a BoolCFG built by from_lark"
 
     def engine_source(self) -> EngineSource | None:
-        """A `BoolCFG.from_lark`'s grammar for the engine, with why the engine's
-        language may differ from the grammar's (the lexing rule in `_lark_exact` and
-        docs/constraint-engines.md); None for any other grammar."""
+        """A `BoolCFG.from_lark`'s grammar text and its parsed form, from which
+        engine/ prints the engine's grammar and decides whether the languages are
+        equal (the lexing rule, see docs/constraint-engines.md); None for any other
+        grammar."""
         if not self.boolean or self.lark_parsed is None:
             return None
-        from genlm.control.potential.built_in.engine._lark_exact import engine_lark
-
-        exact = engine_lark(self.lark_parsed)
-        return EngineSource("lark", exact.text, exact.inexact)
+        return EngineSource("lark", self.lark_grammar, parsed=self.lark_parsed)
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """`Coerced` by Earley over bytes; the parser is built now (or fails on size)."""

@@ -42,6 +42,7 @@ from genlm.control.potential.built_in.cfg import (
     ignore_blocks_are_plain,
     ignore_stop_bytes,
 )
+from genlm.control.potential.built_in.engine._guided_regex import engine_regex
 from genlm.control.potential.built_in.engine._lark_lower import (
     MAX_LOWERED_STATES,
     ByteClass,
@@ -51,7 +52,6 @@ from genlm.control.potential.built_in.engine._lark_lower import (
     factor,
     lowerable,
 )
-from genlm.control.potential.built_in.engine._guided_regex import engine_regex
 from genlm.control.potential.built_in.regex.compile import compile_regex
 
 CHECK_BUDGET = 50_000  # product-automaton states explored before giving up (not proven)

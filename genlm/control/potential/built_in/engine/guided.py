@@ -26,8 +26,9 @@ from genlm.control.potential.built_in.engine._guided_engine import (
     new_matcher,
 )
 from genlm.control.potential.built_in.engine._guided_regex import emit
+from genlm.control.potential.built_in.engine._translate import engine_terms
 from genlm.control.potential.built_in.regex.syntax import parse_regex
-from genlm.control.potential.coerce import Coerced
+from genlm.control.potential.coerce import Coerced, is_join
 from genlm.control.weights import NEG_INF, LazyWeights
 
 logger = logging.getLogger(__name__)
@@ -345,12 +346,12 @@ def engine_coerce(
     other: Any,
     f: Any,
     engine: bool | None,
-    kind: str,
-    source: Any,
-    inexact: str | None = None,
+    form: Any,
 ) -> GuidedCoerced | None:
     """The engine-backed coercion of a byte-level constraint onto `other` through
-    `b"".join`, or None for the generic path.
+    `b"".join`, or None for the generic path. `form` (the constraint's
+    `EngineSource`) is translated into the engine's terms here (`engine_terms`),
+    which also says whether the languages are equal.
 
     Args:
         potential: the byte-level constraint being coerced.
@@ -358,17 +359,19 @@ def engine_coerce(
             (else the generic path, logged at debug level); True requires the engine
             (taking it even where `inexact` says the languages may differ); False
             never uses it.
-        source: the constraint in the engine's terms (None: the engine cannot express
-            it).
-        inexact: why the engine's language may differ from the constraint's (None:
-            they are equal).
+        form: the constraint's `EngineSource` (kind, raw source, known reasons).
 
     Raises:
         ValueError: `engine=True` and the engine cannot serve the constraint.
     """
     if engine is False:
         return None
-    reason = _unfit(other, f, source)
+    kind, source, inexact = form.kind, None, None
+    reason = _unfit(other, f)
+    if reason is None:
+        source, inexact = engine_terms(form)
+        if source is None:
+            reason = "the engine does not express this constraint exactly"
     if reason is None and inexact is not None and not engine:
         reason = f"the engine's language may differ: {inexact}"
     if reason is None:
@@ -382,15 +385,13 @@ def engine_coerce(
     return None
 
 
-def _unfit(other: Any, f: Any, source: Any) -> str | None:
+def _unfit(other: Any, f: Any) -> str | None:
     from genlm.control.potential.built_in.lm.token_maps import TokenMaps
 
     if not isinstance(getattr(other, "token_maps", None), TokenMaps):
         return "the target is not a PromptedLLM token vocabulary"
-    if getattr(f, "__self__", None) != b"" or getattr(f, "__name__", None) != "join":
+    if not is_join(f, (b"",)):
         return 'f is not b"".join'
-    if source is None:
-        return "the engine does not express this constraint exactly"
     return None
 
 

@@ -190,13 +190,11 @@ class JsonSchema(CachedRecognizer):
         return self._state_row(state)
 
     def engine_source(self) -> EngineSource:
-        """The schema, with where the engine's language may differ from this class's
-        (`engine_difference(schema)`: None on a whitelist of shapes, see
-        docs/constraint-engines.md). `coerce(..., engine=True)` takes the engine even
-        where it differs (properties in declaration order, no `\\/` escape, ...)."""
-        from genlm.control.potential.built_in.engine._json_exact import engine_difference
-
-        return EngineSource("json_schema", self.schema, engine_difference(self.schema))
+        """The schema; engine/ decides where the engine's language may differ from this
+        class's (a whitelist of shapes, see docs/constraint-engines.md).
+        `coerce(..., engine=True)` takes the engine even where it differs (properties
+        in declaration order, no `\\/` escape, ...)."""
+        return EngineSource("json_schema", self.schema)
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """Through a homomorphic `f`, `CoercedJson`, whose `logw_next` reads a
