@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
 from genlm.control import BoolCFG, BoolFSA  # noqa: E402
-from genlm.control.potential.built_in.cfg._cfg_lark import read_lark  # noqa: E402
+from genlm.control.potential.built_in.cfg import read_lark  # noqa: E402
 from genlm.control.potential.built_in.engine._lark_exact import engine_lark  # noqa: E402
 from genlm.control.potential.built_in.engine.guided import GuidedCoerced  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402

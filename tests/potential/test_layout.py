@@ -192,3 +192,35 @@ def test_private_helpers_stay_importable_from_their_modules():
 
     assert load_model_by_name is load_model
     assert callable(engine_coerce) and isinstance(TokenMaps, type)
+
+
+MOVED = {
+    "fsa._regex_syntax": "regex.syntax",
+    "fsa._fsa_regex": "regex.compile",
+    "lm._token_maps": "lm.token_maps",
+    "cfg._lark_exact": "engine._lark_exact",
+    "cfg._lark_lower": "engine._lark_lower",
+    "json_schema._json_exact": "engine._json_exact",
+}
+
+
+def test_a_moved_module_is_its_old_path_in_a_fresh_interpreter():
+    """Each old path is the moved module itself (so monkeypatching either patches
+    both), imported before or after the new path."""
+    code = "import importlib; out = []\n"
+    for old, new in MOVED.items():
+        code += (
+            f"a = importlib.import_module('{PACKAGE}.{old}')\n"
+            f"b = importlib.import_module('{PACKAGE}.{new}')\n"
+            f"out.append(a is b and a.__name__ == '{PACKAGE}.{new}')\n"
+        )
+    code += "print(out)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([True] * len(MOVED))
+    for old, new in MOVED.items():  # and here, where the new paths are loaded first
+        assert importlib.import_module(f"{PACKAGE}.{old}") is importlib.import_module(f"{PACKAGE}.{new}")
+    from genlm.control.potential.built_in.fsa._fsa_regex import _next_bytes, compile_regex
+    from genlm.control.potential.built_in.regex.compile import utf8_next_bytes
+
+    assert _next_bytes is utf8_next_bytes and compile_regex("ab").n_states == 3

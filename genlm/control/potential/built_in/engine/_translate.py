@@ -36,7 +36,8 @@ def engine_terms(form: Any) -> EngineTerms:
     if source is None:
         return EngineTerms(None, form.inexact)
     if kind == "regex":
-        return EngineTerms(_regex(source), form.inexact)
+        found = _regex(source)
+        return EngineTerms(found.source, form.inexact or found.inexact)
     if kind == "lark":
         found = _lark(source, form.parsed)
         return EngineTerms(found.source, form.inexact or found.inexact)
@@ -45,10 +46,15 @@ def engine_terms(form: Any) -> EngineTerms:
     return EngineTerms(source, form.inexact)
 
 
-def _regex(pattern: Any) -> str | None:
-    from genlm.control.potential.built_in.engine._guided_regex import engine_regex
+def _regex(pattern: Any) -> EngineTerms:
+    """The pattern printed from our parse tree, or None with our reader's refusal."""
+    from genlm.control.potential.built_in.engine._guided_regex import emit
+    from genlm.control.potential.built_in.regex.syntax import parse_regex
 
-    return engine_regex(pattern) if isinstance(pattern, str) else None
+    try:
+        return EngineTerms(emit(parse_regex(pattern)), None)
+    except (ValueError, TypeError) as e:
+        return EngineTerms(None, str(e))
 
 
 def _lark(text: Any, parsed: Any) -> EngineTerms:

@@ -372,6 +372,7 @@ def engine_coerce(
         source, inexact = engine_terms(form)
         if source is None:
             reason = "the engine does not express this constraint exactly"
+            reason += f": {inexact}" if inexact is not None else ""
     if reason is None and inexact is not None and not engine:
         reason = f"the engine's language may differ: {inexact}"
     if reason is None:
