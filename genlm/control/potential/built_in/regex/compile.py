@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from genlm.control.potential.built_in.regex.syntax import _short, expanded_size, parse_regex
+from genlm.control.potential.built_in.regex.syntax import expanded_size, parse_regex, short_pattern
 
 MAX_STATES = 1 << 15  # default budget: DFA states and expanded character positions
 NFA_FACTOR = 16  # NFA states allowed per unit of budget (a set is a few byte states)
@@ -96,7 +96,7 @@ class _NFA:
     def new(self) -> int:
         if len(self.eps) >= self.limit:
             raise ValueError(
-                f"regex {_short(self.pattern)} needs more than {self.limit} automaton states "
+                f"regex {short_pattern(self.pattern)} needs more than {self.limit} automaton states "
                 "to build (raise max_states= to allow it)"
             )
         self.eps.append([])
@@ -229,7 +229,7 @@ def _subsets(nfa: _NFA, accept: int, max_states: int) -> tuple[np.ndarray, np.nd
                 if j is None:
                     if len(order) >= max_states:
                         raise ValueError(
-                            f"regex {_short(nfa.pattern)} needs more than {max_states} DFA "
+                            f"regex {short_pattern(nfa.pattern)} needs more than {max_states} DFA "
                             "states (state budget max_states; raise it to allow this pattern)"
                         )
                     j = index[nxt] = len(order)
@@ -288,7 +288,7 @@ def compile_regex(pattern: str, max_states: int = MAX_STATES) -> ByteDFA:
     size = expanded_size(tree, max_states)
     if size > max_states:
         raise ValueError(
-            f"regex {_short(pattern)} expands to more than {max_states} character positions "
+            f"regex {short_pattern(pattern)} expands to more than {max_states} character positions "
             "after unrolling its counted repeats (state budget max_states; raise it to "
             "allow this pattern)"
         )
@@ -298,7 +298,7 @@ def compile_regex(pattern: str, max_states: int = MAX_STATES) -> ByteDFA:
     by_class, final, class_of = _subsets(nfa, accept, max_states)
     trimmed = _trim(by_class, final)
     if trimmed is None:
-        raise ValueError(f"regex {_short(pattern)} matches no string")
+        raise ValueError(f"regex {short_pattern(pattern)} matches no string")
     return ByteDFA(np.ascontiguousarray(trimmed[0][:, class_of]), trimmed[1])
 
 

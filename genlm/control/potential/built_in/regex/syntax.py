@@ -63,12 +63,13 @@ _FLAG = ("Unicode (?u) or locale (?L) flags (classes here are ASCII)", ("flag",)
 def _fail(pattern: str, what: str, pos: int | None) -> ValueError:
     where = f" at position {pos}" if pos is not None else ""
     return ValueError(
-        f"regex {_short(pattern)} uses {what}{where}, which a finite automaton "
+        f"regex {short_pattern(pattern)} uses {what}{where}, which a finite automaton "
         "over the whole string does not express"
     )
 
 
-def _short(pattern: str) -> str:
+def short_pattern(pattern: str) -> str:
+    """`pattern` quoted for a message, cut to 60 characters."""
     text = repr(pattern)
     return text if len(text) <= 60 else text[:57] + "...'"
 
@@ -154,7 +155,7 @@ def _check_depth(pattern: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise ValueError(
-                    f"regex {_short(pattern)} nests groups deeper than {MAX_DEPTH} "
+                    f"regex {short_pattern(pattern)} nests groups deeper than {MAX_DEPTH} "
                     f"(at position {i})"
                 )
         elif c == ")" and depth:
@@ -179,13 +180,13 @@ def parse_regex(pattern: str) -> Any:
     try:
         parsed = P.parse(pattern, re.ASCII)
     except re.error as e:
-        raise ValueError(f"invalid regex {_short(pattern)}: {e}") from None
+        raise ValueError(f"invalid regex {short_pattern(pattern)}: {e}") from None
     except OverflowError as e:
         raise ValueError(
-            f"invalid regex {_short(pattern)}: a repeat count is too large ({e})"
+            f"invalid regex {short_pattern(pattern)}: a repeat count is too large ({e})"
         ) from None
     except RecursionError:  # pragma: no cover - _check_depth refuses such nesting first
-        raise ValueError(f"regex {_short(pattern)} nests too deeply") from None
+        raise ValueError(f"regex {short_pattern(pattern)} nests too deeply") from None
     except ValueError as e:  # e.g. "ASCII and UNICODE flags are incompatible"
         raise _fail(pattern, f"{_FLAG[0]} ({e})", _position(pattern, _FLAG[1])) from None
     return _Reader(pattern).seq(_drop_edge_anchors(list(parsed), True, True), parsed.state.flags)
@@ -335,5 +336,6 @@ __all__ = [
     "complement",
     "normalize",
     "construct_positions",
+    "short_pattern",
     "MAX_DEPTH",
 ]
