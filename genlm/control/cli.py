@@ -133,7 +133,7 @@ def _lark(path: str) -> Any:
     """The grammar of the file at `path`; a relative `%import .name` reads `name.lark`
     from the file's folder, never from the working folder. The grammar is read (and a
     bad one reported) before the grammar library, which takes seconds, is imported."""
-    from genlm.control.potential.built_in.cfg._cfg_lark import read_lark
+    from genlm.control.potential.built_in.cfg import read_lark
 
     text, base_dir = _read(path), os.path.dirname(os.path.abspath(path))
     read_lark(text, base_dir)

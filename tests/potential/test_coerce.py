@@ -242,3 +242,12 @@ async def test_awrs_never_walks_a_prefix_only_condition_and_its_eos_weight_is_th
         warnings.filterwarnings("error", message=".*Unwalked has no")
         seqs = await sampler.smc(n_particles=4, ess_threshold=0.5, max_tokens=3, seed=1)
     assert len(seqs.contexts) == 4
+
+
+def test_is_join_tells_the_joins_of_the_given_separators():
+    from genlm.control.potential.coerce import is_join
+
+    assert is_join(b"".join) and is_join("".join)
+    assert is_join(b"".join, (b"",)) and not is_join("".join, (b"",))
+    assert not is_join(b",".join) and not is_join(lambda xs: b"".join(xs))
+    assert not is_join(" ".join, ("",))

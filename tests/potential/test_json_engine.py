@@ -26,7 +26,7 @@ from toys.json_engine import (  # noqa: E402
 )
 
 from genlm.control import JsonSchema  # noqa: E402
-from genlm.control.potential.built_in.json_schema._json_exact import REASONS, engine_difference  # noqa: E402
+from genlm.control.potential.built_in.engine._json_exact import REASONS, engine_difference  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))

@@ -21,7 +21,7 @@ from jsonschema import ValidationError
 from jsonschema.validators import extend, validator_for
 
 from genlm.control import JsonSchema
-from genlm.control.potential.built_in.json_schema._json_exact import engine_difference
+from genlm.control.potential.built_in.engine._json_exact import engine_difference
 from genlm.control.potential.built_in.json_schema._json_format import format_checker
 from genlm.control.potential.coerce import Coerced
 

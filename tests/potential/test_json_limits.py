@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from genlm.control import JsonSchema
-from genlm.control.potential.built_in.json_schema._json_guard import check_document
+from genlm.control.potential.built_in.json_schema import check_document
 from genlm.control.potential.built_in.json_schema._json_string import (
     Pattern,
     pattern_size,

@@ -1,6 +1,6 @@
 """The layout of `genlm.control.potential.built_in`: subpackages per capability
-(lm/, fsa/, cfg/, json_schema/, engine/), an import graph without cycles, and public
-`__all__`s without private helpers."""
+(lm/, fsa/, cfg/, json_schema/, engine/, and the shared regex/), an import graph
+without cycles, and public `__all__`s without private helpers."""
 
 import ast
 import importlib
@@ -14,7 +14,7 @@ import genlm.control.potential.built_in as built_in
 
 ROOT = Path(built_in.__file__).parent
 PACKAGE = built_in.__name__
-SUBPACKAGES = ["lm", "fsa", "cfg", "json_schema", "engine"]
+SUBPACKAGES = ["lm", "fsa", "cfg", "json_schema", "engine", "regex"]
 
 
 def _module_name(path: Path) -> str:
@@ -98,14 +98,14 @@ def test_cycle_finder_finds_a_cycle():
 def test_the_graph_sees_the_known_imports():
     graph = _graph(top_level_only=False)
     assert f"{PACKAGE}.engine.guided" in graph[f"{PACKAGE}.lm.llm"]  # constrain's late import
-    assert f"{PACKAGE}.lm._token_maps" in graph[f"{PACKAGE}.engine.guided"]
-    assert f"{PACKAGE}.fsa._fsa_regex" in _graph(top_level_only=True)[f"{PACKAGE}.fsa.wfsa"]
+    assert f"{PACKAGE}.lm.token_maps" in graph[f"{PACKAGE}.engine.guided"]
+    assert f"{PACKAGE}.regex.compile" in _graph(top_level_only=True)[f"{PACKAGE}.fsa.wfsa"]
 
 
 @pytest.mark.parametrize("top_level_only", [True, False], ids=["top-level", "all-imports"])
 def test_no_import_cycle_between_built_in_modules(top_level_only):
     """Neither the module-load graph nor the graph with function-local imports has a
-    cycle (llm -> guided -> llm was one: guided now takes `TokenMaps` from lm._token_maps)."""
+    cycle (llm -> guided -> llm was one: guided now takes `TokenMaps` from lm.token_maps)."""
     assert _cycle(_graph(top_level_only)) is None
 
 
@@ -129,6 +129,17 @@ def test_lm_reaches_engine_in_one_place_only():
         if _package(t) == "engine"
     }
     assert late == {f"{PACKAGE}.lm.llm": f"{PACKAGE}.engine.guided"}
+
+
+def test_only_lm_reaches_engine_and_regex_reaches_no_subpackage():
+    """engine/ translates into the engine's terms, so the constraint folders hand it
+    their raw sources and never import it; regex/ is the foundation under them."""
+    packages: dict[str, set[str]] = {}
+    for module, targets in _graph(top_level_only=False).items():
+        packages.setdefault(_package(module), set()).update(_package(t) for t in targets)
+    users = {p for p, targets in packages.items() if "engine" in targets} - {"engine", "aliases"}
+    assert users == {"lm"}
+    assert packages["regex"] <= {"regex", "built_in"}
 
 
 def test_every_module_sits_in_a_subpackage_or_is_a_shared_helper_or_alias():
@@ -176,8 +187,40 @@ def test_public_modules_export_only_public_names(module, names):
 def test_private_helpers_stay_importable_from_their_modules():
     from genlm.control.potential.built_in.engine.guided import engine_coerce
     from genlm.control.potential.built_in.lm._llm_loading import load_model
-    from genlm.control.potential.built_in.lm._token_maps import TokenMaps
     from genlm.control.potential.built_in.lm.llm import load_model_by_name
+    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
 
     assert load_model_by_name is load_model
     assert callable(engine_coerce) and isinstance(TokenMaps, type)
+
+
+MOVED = {
+    "fsa._regex_syntax": "regex.syntax",
+    "fsa._fsa_regex": "regex.compile",
+    "lm._token_maps": "lm.token_maps",
+    "cfg._lark_exact": "engine._lark_exact",
+    "cfg._lark_lower": "engine._lark_lower",
+    "json_schema._json_exact": "engine._json_exact",
+}
+
+
+def test_a_moved_module_is_its_old_path_in_a_fresh_interpreter():
+    """Each old path is the moved module itself (so monkeypatching either patches
+    both), imported before or after the new path."""
+    code = "import importlib; out = []\n"
+    for old, new in MOVED.items():
+        code += (
+            f"a = importlib.import_module('{PACKAGE}.{old}')\n"
+            f"b = importlib.import_module('{PACKAGE}.{new}')\n"
+            f"out.append(a is b and a.__name__ == '{PACKAGE}.{new}')\n"
+        )
+    code += "print(out)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([True] * len(MOVED))
+    for old, new in MOVED.items():  # and here, where the new paths are loaded first
+        assert importlib.import_module(f"{PACKAGE}.{old}") is importlib.import_module(f"{PACKAGE}.{new}")
+    from genlm.control.potential.built_in.fsa._fsa_regex import _next_bytes, compile_regex
+    from genlm.control.potential.built_in.regex.compile import utf8_next_bytes
+
+    assert _next_bytes is utf8_next_bytes and compile_regex("ab").n_states == 3

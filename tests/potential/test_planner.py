@@ -129,3 +129,47 @@ def test_engine_true_without_an_engine_form_is_a_value_error(llm):
         WFSA.from_regex("ab").coerce(llm, b"".join, engine=True)
     with pytest.raises(ValueError, match="engine=True needs a BoolCFG built by from_lark"):
         BoolCFG.from_string("1: S -> a").coerce(llm, b"".join, engine=True)
+
+
+def test_the_built_in_constraints_hand_the_engine_their_raw_source():
+    assert BoolFSA.from_regex(r"\d+").engine_source() == EngineSource("regex", r"\d+")
+    cfg = BoolCFG.from_lark('start: "1" start | "2"')
+    form = cfg.engine_source()
+    assert (form.kind, form.source, form.parsed) == ("lark", 'start: "1" start | "2"', cfg.lark_parsed)
+    schema = {"type": "integer"}
+    assert JsonSchema(schema).engine_source() == EngineSource("json_schema", schema)
+
+
+class DigitsForm(Digits):
+    """`Digits` with a chosen engine form."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+
+    def engine_source(self):
+        return self.form
+
+
+def test_the_engine_reads_a_lark_form_without_a_parsed_grammar(llm):
+    p = DigitsForm(EngineSource("lark", "start: N\nN: /[0-9]+/\n"))
+    assert type(p.coerce(llm, b"".join)) is GuidedCoerced
+    bad = DigitsForm(EngineSource("lark", "start: missing_rule\n"))
+    assert type(bad.coerce(llm, b"".join)) is Coerced
+    with pytest.raises(ValueError, match="not read as BoolCFG.from_lark reads it"):
+        bad.coerce(llm, b"".join, engine=True)
+
+
+def test_a_regex_form_means_what_it_means_to_from_regex(llm):
+    # `\p{N}` is engine syntax that Python's `re` (and so `BoolFSA.from_regex`) refuses:
+    # the engine never compiles a pattern with another meaning than ours.
+    p = DigitsForm(EngineSource("regex", r"\p{N}+"))
+    assert type(p.coerce(llm, b"".join)) is Coerced
+    with pytest.raises(ValueError, match="does not express this constraint exactly"):
+        p.coerce(llm, b"".join, engine=True)
+
+
+def test_a_reason_the_form_gives_keeps_the_default_off_the_engine(llm):
+    p = DigitsForm(EngineSource("regex", "[0-9]+", inexact="declared by the potential"))
+    assert type(p.coerce(llm, b"".join)) is Coerced
+    assert type(p.coerce(llm, b"".join, engine=True)) is GuidedCoerced

@@ -316,7 +316,7 @@ def _patterns():
 @settings(max_examples=150, deadline=None)
 @given(pattern=_patterns(), texts=st.lists(st.text(alphabet="abAB1 \né_", max_size=6), max_size=8))
 def test_compiled_dfa_agrees_with_re_on_random_patterns(pattern, texts):
-    from genlm.control.potential.built_in.fsa._fsa_regex import compile_regex
+    from genlm.control.potential.built_in.regex.compile import compile_regex
 
     try:
         dfa = compile_regex(pattern)

@@ -18,9 +18,10 @@ from genlm.control.weights import NEG_INF, LazyWeights, LazyWeightsBatch, host_r
 from genlm.control.window import gather_or_cancel
 
 
-def is_join(f: Callable) -> bool:
-    """Whether `f` is `b"".join` or `"".join`, which distribute over concatenation."""
-    return getattr(f, "__name__", None) == "join" and getattr(f, "__self__", None) in (b"", "")
+def is_join(f: Callable, separators: tuple = (b"", "")) -> bool:
+    """Whether `f` is the `join` of one of `separators` (by default `b"".join` or
+    `"".join`, which distribute over concatenation)."""
+    return getattr(f, "__name__", None) == "join" and getattr(f, "__self__", None) in separators
 
 
 def has_vectorised_logw_next(potential: Potential) -> bool:

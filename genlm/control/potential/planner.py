@@ -6,9 +6,9 @@ engines compute it:
 - the compiled token-mask engine (`GuidedCoerced`), for a Boolean constraint with
   an engine form (`Potential.engine_source`: a `BoolFSA.from_regex`, a
   `BoolCFG.from_lark`, a `JsonSchema`) coerced onto a `PromptedLLM` through
-  `b"".join`, where the engine's language is the constraint's (the exactness rules
-  of `_guided_regex`, `_lark_exact` and `_json_exact`, see
-  docs/constraint-engines.md);
+  `b"".join`, where the engine's language is the constraint's. The constraint
+  states its raw source; engine/ translates it into the engine's terms and decides
+  exactness (`engine_coerce`; the rules are in docs/constraint-engines.md);
 - the generic path otherwise (`Potential.generic_coercion`: `Coerced`, or a
   subclass that computes the same values faster, such as `CoercedDFA`).
 
@@ -26,19 +26,25 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class EngineSource(NamedTuple):
-    """A constraint in the compiled engine's terms.
+    """A constraint's compiled-engine form, as the constraint states it: the raw
+    source, which the engine translates into its own terms (deciding there whether
+    its language is the constraint's).
 
     Attributes:
         kind: "regex", "lark" or "json_schema".
-        source: the pattern, grammar or schema the engine compiles (None: the engine
-            cannot express the constraint exactly).
-        inexact: why the engine's language may differ from the constraint's (None:
-            they are equal).
+        source: the pattern (read as `BoolFSA.from_regex` reads it), the Lark grammar
+            text, or the schema (None: the constraint has no engine form).
+        inexact: why the engine's language may differ from the constraint's, where
+            the constraint knows of a reason (None: none known; the engine adds
+            what it finds).
+        parsed: for "lark", the grammar as `read_lark` parsed it (None: the engine
+            reads the text itself).
     """
 
     kind: str
     source: Any
     inexact: Any = None
+    parsed: Any = None
 
 
 def compile_for(
@@ -63,7 +69,7 @@ def compile_for(
         if found is not None:
             from genlm.control.potential.built_in.engine.guided import engine_coerce
 
-            fast = engine_coerce(potential, other, f, engine, found.kind, found.source, found.inexact)
+            fast = engine_coerce(potential, other, f, engine, found)
             if fast is not None:
                 return fast
         elif engine:

@@ -1,6 +1,6 @@
 """Lark grammars read into rules and byte automata, and converted to byte-level CFGs.
 
-Each Lark terminal is compiled by `_fsa_regex` (full UTF-8, ASCII classes; a plain
+Each Lark terminal is compiled by `regex.compile` (full UTF-8, ASCII classes; a plain
 string is a chain of its bytes) into a byte DFA and then into right-linear rules,
 so a terminal matches exactly the strings of its regex. Terminals named in
 `%ignore` may occur any number of times before every other terminal and at the end
@@ -27,13 +27,13 @@ import lark
 import numpy as np
 from lark.load_grammar import GrammarBuilder, _get_mangle, stdlib_loader
 
-from genlm.control.potential.built_in.fsa._fsa_regex import (
+from genlm.control.potential.built_in.regex.compile import (
     MAX_STATES,
     ByteDFA,
     compile_regex,
     literal_dfa,
 )
-from genlm.control.potential.built_in.fsa._regex_syntax import parse_regex
+from genlm.control.potential.built_in.regex.syntax import parse_regex
 
 if TYPE_CHECKING:  # genlm.grammar is imported on use: it takes seconds, and reading
     from genlm.grammar import CFG  # a grammar (`read_lark`) does not need it

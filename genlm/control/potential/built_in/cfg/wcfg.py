@@ -12,8 +12,8 @@ from genlm.grammar.cfglm import add_EOS
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.cfg._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
-from genlm.control.potential.built_in.fsa._fsa_arrays import N_BYTES, weight_to_float
 from genlm.control.potential.built_in.fsa.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.potential.built_in.regex.automaton import N_BYTES, weight_to_float
 from genlm.control.potential.coerce import Coerced
 from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -194,15 +194,13 @@ class WCFG(CachedRecognizer):
     engine_form = "a BoolCFG built by from_lark"
 
     def engine_source(self) -> EngineSource | None:
-        """A `BoolCFG.from_lark`'s grammar for the engine, with why the engine's
-        language may differ from the grammar's (the lexing rule in `_lark_exact` and
-        docs/constraint-engines.md); None for any other grammar."""
+        """A `BoolCFG.from_lark`'s grammar text and its parsed form, from which
+        engine/ prints the engine's grammar and decides whether the languages are
+        equal (the lexing rule, see docs/constraint-engines.md); None for any other
+        grammar."""
         if not self.boolean or self.lark_parsed is None:
             return None
-        from genlm.control.potential.built_in.cfg._lark_exact import engine_lark
-
-        exact = engine_lark(self.lark_parsed)
-        return EngineSource("lark", exact.text, exact.inexact)
+        return EngineSource("lark", self.lark_grammar, parsed=self.lark_parsed)
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """`Coerced` by Earley over bytes; the parser is built now (or fails on size)."""

@@ -4,7 +4,7 @@
 flags=re.ASCII)`. Handing the pattern text to the engine would change its meaning in
 places (`\\d`, `\\w`, `\\s` are Unicode classes in Rust, `[a&&b]` is a set
 intersection, `[[a]]` a nested class, `$` matches before a final newline in Python
-only). Instead the pattern is read by `_regex_syntax` (Python's own parser, with
+only). Instead the pattern is read by `regex.syntax` (Python's own parser, with
 `(?i)` and `(?s)` resolved into character sets, anchors and lookarounds refused)
 and printed back from that tree in a form both dialects read the same: every class
 as explicit `\\x{HEX}` ranges (surrogates left out, as UTF-8 has none), every group
@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from genlm.control.potential.built_in.fsa._regex_syntax import MAX_CHAR, parse_regex
-from genlm.control.potential.built_in.fsa._regex_syntax import complement as _complement
+from genlm.control.potential.built_in.regex.syntax import MAX_CHAR, parse_regex
+from genlm.control.potential.built_in.regex.syntax import complement as _complement
 
 
 def _char(c: int) -> str:
@@ -55,7 +55,7 @@ def _set(ranges) -> str:
 
 
 def emit(node: Any) -> str:
-    """The engine's text for a `_regex_syntax` tree."""
+    """The engine's text for a `regex.syntax` tree."""
     kind = node[0]
     if kind == "set":
         return _set(node[1])
@@ -69,7 +69,7 @@ def emit(node: Any) -> str:
 
 def engine_regex(pattern: str) -> str | None:
     """`pattern` in Rust `regex` syntax with the same full-match language over UTF-8
-    (`re.ASCII` classes, flags resolved), or None when `_regex_syntax` refuses it."""
+    (`re.ASCII` classes, flags resolved), or None when `regex.syntax` refuses it."""
     try:
         return emit(parse_regex(pattern))
     except (ValueError, TypeError):

@@ -26,17 +26,18 @@ from genlm.control.potential.built_in.engine._guided_engine import (
     new_matcher,
 )
 from genlm.control.potential.built_in.engine._guided_regex import emit
-from genlm.control.potential.built_in.fsa._regex_syntax import parse_regex
-from genlm.control.potential.coerce import Coerced
+from genlm.control.potential.built_in.engine._translate import engine_terms
+from genlm.control.potential.built_in.regex.syntax import parse_regex
+from genlm.control.potential.coerce import Coerced, is_join
 from genlm.control.weights import NEG_INF, LazyWeights
 
 logger = logging.getLogger(__name__)
 
 
-# `TokenMaps` is imported late because `lm._token_maps` loads torch (≈2 s), which a
+# `TokenMaps` is imported late because `lm.token_maps` loads torch (≈2 s), which a
 # coerce onto a vocabulary that is not a model's (the planner imports this module) never needs.
 def _token_maps(llm: Any) -> Any:
-    from genlm.control.potential.built_in.lm._token_maps import TokenMaps
+    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
 
     maps = llm if isinstance(llm, TokenMaps) else getattr(llm, "token_maps", None)
     if not isinstance(maps, TokenMaps):
@@ -139,7 +140,7 @@ class GuidedConstraint(CachedRecognizer):
         """Token sequences whose bytes are a JSON document valid under `schema`, as the
         engine writes them (properties in declaration order; see the docs). The schema
         is checked as `JsonSchema` checks it first (JSON data, size limits, local `$ref`s)."""
-        from genlm.control.potential.built_in.json_schema._json_guard import check_document
+        from genlm.control.potential.built_in.json_schema import check_document
 
         if not isinstance(schema, str):
             check_document(schema)
@@ -345,12 +346,12 @@ def engine_coerce(
     other: Any,
     f: Any,
     engine: bool | None,
-    kind: str,
-    source: Any,
-    inexact: str | None = None,
+    form: Any,
 ) -> GuidedCoerced | None:
     """The engine-backed coercion of a byte-level constraint onto `other` through
-    `b"".join`, or None for the generic path.
+    `b"".join`, or None for the generic path. `form` (the constraint's
+    `EngineSource`) is translated into the engine's terms here (`engine_terms`),
+    which also says whether the languages are equal.
 
     Args:
         potential: the byte-level constraint being coerced.
@@ -358,17 +359,20 @@ def engine_coerce(
             (else the generic path, logged at debug level); True requires the engine
             (taking it even where `inexact` says the languages may differ); False
             never uses it.
-        source: the constraint in the engine's terms (None: the engine cannot express
-            it).
-        inexact: why the engine's language may differ from the constraint's (None:
-            they are equal).
+        form: the constraint's `EngineSource` (kind, raw source, known reasons).
 
     Raises:
         ValueError: `engine=True` and the engine cannot serve the constraint.
     """
     if engine is False:
         return None
-    reason = _unfit(other, f, source)
+    kind, source, inexact = form.kind, None, None
+    reason = _unfit(other, f)
+    if reason is None:
+        source, inexact = engine_terms(form)
+        if source is None:
+            reason = "the engine does not express this constraint exactly"
+            reason += f": {inexact}" if inexact is not None else ""
     if reason is None and inexact is not None and not engine:
         reason = f"the engine's language may differ: {inexact}"
     if reason is None:
@@ -382,15 +386,13 @@ def engine_coerce(
     return None
 
 
-def _unfit(other: Any, f: Any, source: Any) -> str | None:
-    from genlm.control.potential.built_in.lm._token_maps import TokenMaps
+def _unfit(other: Any, f: Any) -> str | None:
+    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
 
     if not isinstance(getattr(other, "token_maps", None), TokenMaps):
         return "the target is not a PromptedLLM token vocabulary"
-    if getattr(f, "__self__", None) != b"" or getattr(f, "__name__", None) != "join":
+    if not is_join(f, (b"",)):
         return 'f is not b"".join'
-    if source is None:
-        return "the engine does not express this constraint exactly"
     return None
 
 

@@ -1,5 +1,6 @@
-"""Regular-language potentials: `WFSA` / `BoolFSA` over bytes, the regex syntax and
-its compiler to byte automata (flat arrays), and the coercion that walks a DFA.
+"""Regular-language potentials: `WFSA` / `BoolFSA` over bytes (flat arrays), and the
+coercion that walks a DFA. The regex syntax and its compiler are the shared
+`built_in/regex/` package.
 
 Submodules are imported on demand; the public names are exported lazily by
 `genlm.control.potential.built_in`.

@@ -15,32 +15,14 @@ context by a byte is one sparse product `α T_b`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from genlm.control.potential.built_in.regex.automaton import N_BYTES, weight_to_float
+
 if TYPE_CHECKING:  # scipy is imported on use: it costs a quarter second, and a
     import scipy.sparse as sp  # regex that fails to parse never needs it
-
-N_BYTES = 256
-
-
-def weight_to_float(w: Any) -> float:
-    """The real value of a semiring weight (Float, Real, Log, Boolean).
-
-    Raises:
-        TypeError: for a semiring without a real-valued reading (MaxPlus, Entropy, ...).
-    """
-    from genlm.grammar.semiring import Boolean, Log, Real
-
-    if isinstance(w, (int, float, np.floating, np.integer)) and not isinstance(w, bool):
-        return float(w)
-    if isinstance(w, Log):
-        return float(np.exp(w.score))
-    if isinstance(w, (Real, Boolean)):
-        return float(w.score)
-    raise TypeError(f"cannot read a weight of type {type(w).__name__} as a real number")
-
 
 @dataclass(frozen=True, eq=False)
 class ByteAutomaton:

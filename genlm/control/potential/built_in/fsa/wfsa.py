@@ -16,7 +16,7 @@ from genlm.control.potential.built_in.fsa._fsa_arrays import (
     compile_wfsa,
     dfa_automaton,
 )
-from genlm.control.potential.built_in.fsa._fsa_regex import (
+from genlm.control.potential.built_in.regex.compile import (
     MAX_STATES,
     ByteDFA,
     compile_regex,
@@ -92,7 +92,7 @@ class WFSA(CachedRecognizer):
 
     @classmethod
     def from_dfa(cls, dfa: ByteDFA, cache_size: int = 16384) -> "WFSA":
-        """From a trimmed byte DFA (`_fsa_regex.ByteDFA`), each state splitting its
+        """From a trimmed byte DFA (`regex.compile.ByteDFA`), each state splitting its
         mass evenly over its choices (see `from_regex`); arrays built directly."""
         return cls(dfa, cache_size)
 
@@ -224,13 +224,11 @@ class WFSA(CachedRecognizer):
     engine_form = "a BoolFSA built by from_regex"
 
     def engine_source(self) -> EngineSource | None:
-        """A `BoolFSA.from_regex`'s pattern in the engine's syntax (None as the source
-        where it does not rewrite exactly); None for any other automaton."""
+        """A `BoolFSA.from_regex`'s pattern, which engine/ prints in the engine's
+        syntax (or finds no exact form for); None for any other automaton."""
         if not self.boolean or self.pattern is None:
             return None
-        from genlm.control.potential.built_in.engine._guided_regex import engine_regex
-
-        return EngineSource("regex", engine_regex(self.pattern))
+        return EngineSource("regex", self.pattern)
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """A deterministic automaton through a homomorphic `f` gets `CoercedDFA`, whose

@@ -3,6 +3,19 @@ its guards, the incremental byte machine (strings, numbers, containers), and the
 coercion that walks the machine over an LLM's tokens.
 
 Named `json_schema` (not `json`) so that the alias module `built_in/json.py` can keep
-the 0.4 import path.  Submodules are imported on demand; the public names are
-exported lazily by `genlm.control.potential.built_in`.
+the 0.4 import path. The names other folders use (`check_document`, the schema
+guard that `GuidedConstraint.from_json_schema` applies, and `ANNOTATIONS`, the
+keywords with no effect on validity, which the engine's exactness check reads) are
+exported here, lazily; `JsonSchema` is exported lazily by
+`genlm.control.potential.built_in`. Submodules are imported on demand.
 """
+
+from genlm.control._lazy import lazy_exports
+
+_EXPORTS = {
+    "check_document": "genlm.control.potential.built_in.json_schema._json_guard",
+    "ANNOTATIONS": "genlm.control.potential.built_in.json_schema._json_schema",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

@@ -24,10 +24,10 @@ from genlm.control.potential.built_in.json_schema._json_string import (
     KeySpec,
     SFrame,
     _in_ranges,
-    _next_bytes,
     escape_state,
     utf8_ranges,
 )
+from genlm.control.potential.built_in.regex.compile import utf8_next_bytes
 
 WS = frozenset(b" \t\n\r")
 QUOTE, BACKSLASH, COLON, COMMA = 0x22, 0x5C, 0x3A, 0x2C
@@ -261,7 +261,7 @@ def _string_byte(top: SFrame, b: int) -> SFrame | None:
         if pattern and q is None:
             return None
         return top._replace(esc="", q=q, text=_text(top, char))
-    if b not in _next_bytes(top.u8) or b < 0x20:
+    if b not in utf8_next_bytes(top.u8) or b < 0x20:
         return None
     count = top.count if top.u8 else min(top.count + 1, _count_limit(spec))
     if b == BACKSLASH:

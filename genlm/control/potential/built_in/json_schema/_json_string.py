@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from genlm.control.potential.built_in.fsa._fsa_regex import _next_bytes, _utf8_len, byte_dfa
 from genlm.control.potential.built_in.json_schema._json_alternatives import top_alternatives, unwrap
+from genlm.control.potential.built_in.regex.compile import byte_dfa, utf8_length
 
 try:  # pragma: no cover - import location depends on the Python version
     from re import _constants as sre_constants
@@ -357,7 +357,7 @@ def _hex_ranges(h: str) -> tuple:
 def utf8_ranges(u8: bytes) -> tuple:
     """The code points an incomplete UTF-8 sequence `u8` can still become."""
     n = len(u8)
-    total = _utf8_len(u8[0])
+    total = utf8_length(u8[0])
     value = u8[0] & (0x7F >> total)
     for b in u8[1:]:
         value = (value << 6) | (b & 0x3F)
@@ -370,5 +370,4 @@ def _in_ranges(cp: int, ranges: tuple) -> bool:
     return any(lo <= cp <= hi for lo, hi in ranges)
 
 
-__all__ = ["Pattern", "KeySpec", "SFrame", "escape_state", "utf8_ranges", "_next_bytes",
-           "_in_ranges"]
+__all__ = ["Pattern", "KeySpec", "SFrame", "escape_state", "utf8_ranges", "_in_ranges"]

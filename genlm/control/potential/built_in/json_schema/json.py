@@ -10,7 +10,6 @@ from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
 from genlm.control.potential.built_in.fsa.wfsa import BYTE_VOCAB, check_byte_context
 from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson, Transitions
-from genlm.control.potential.built_in.json_schema._json_exact import engine_difference
 from genlm.control.potential.built_in.json_schema._json_machine import initial_state
 from genlm.control.potential.built_in.json_schema._json_residual import DocumentCheck
 from genlm.control.potential.built_in.json_schema._json_schema import compile_schema
@@ -191,11 +190,11 @@ class JsonSchema(CachedRecognizer):
         return self._state_row(state)
 
     def engine_source(self) -> EngineSource:
-        """The schema, with where the engine's language may differ from this class's
-        (`engine_difference(schema)`: None on a whitelist of shapes, see
-        docs/constraint-engines.md). `coerce(..., engine=True)` takes the engine even
-        where it differs (properties in declaration order, no `\\/` escape, ...)."""
-        return EngineSource("json_schema", self.schema, engine_difference(self.schema))
+        """The schema; engine/ decides where the engine's language may differ from this
+        class's (a whitelist of shapes, see docs/constraint-engines.md).
+        `coerce(..., engine=True)` takes the engine even where it differs (properties
+        in declaration order, no `\\/` escape, ...)."""
+        return EngineSource("json_schema", self.schema)
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """Through a homomorphic `f`, `CoercedJson`, whose `logw_next` reads a

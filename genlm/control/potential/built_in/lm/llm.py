@@ -22,7 +22,7 @@ from genlm.control.potential.built_in.lm._llm_loading import (
     load_model,
 )
 from genlm.control.potential.built_in.lm._text_encoding import continuation_encoder
-from genlm.control.potential.built_in.lm._token_maps import (
+from genlm.control.potential.built_in.lm.token_maps import (
     TokenMaps,
     build_token_maps,
     check_prompt_ids,
@@ -62,7 +62,7 @@ class PromptedLLM(Potential, HeldByRuns):
         eos_byte_strings: the byte strings (or `Token`s) that end a sequence;
             default the tokenizer's EOS token.
         temperature: any finite `T > 0`; a tiny `T` (down to `5e-324`) is greedy
-            decoding with finite weights (see `_token_maps.temper`).
+            decoding with finite weights (see `token_maps.temper`).
         lora_name: the LoRA adapter to query, per request (backends that support LoRA).
         token_maps: `TokenMaps` to share (from a `PromptedLLM` over the same model and EOS).
         rows: where `logw_next` rows live. `"auto"` (default): torch tensors on the

@@ -1,0 +1,280 @@
+"""A model's tokens as a potential's vocabulary: id maps, EOS tokens, and next-token rows."""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from genlm.backend.tokenization.token import Token
+
+from genlm.control.potential.tables import VocabTables, build_tables
+
+
+@dataclass(frozen=True, eq=False)
+class TokenMaps:
+    """The model's tokens split into the potential's vocabulary and its EOS tokens.
+
+    Built once per (model, EOS set) and shared by every spawned copy.
+
+    Attributes:
+        decode: token id → `Token` (the backend's `byte_vocab`).
+        encode: plain bytes → the first id with those bytes.
+        eos_idxs: the ids that all map to `EOS`.
+        eos_tokens: their `Token`s.
+        vocab_idxs: position in the potential's vocabulary → token id.
+        tables: the potential's `VocabTables` (vocabulary = `decode` minus EOS tokens).
+    """
+
+    decode: list
+    encode: dict
+    eos_idxs: tuple
+    eos_tokens: list
+    vocab_idxs: torch.Tensor
+    tables: VocabTables
+
+    @property
+    def potential_vocab(self) -> list:
+        return self.tables.vocab
+
+    def context_ids(self, context: Sequence[Any]) -> list[int]:
+        """The ids of a context of vocabulary tokens (`Token`s, or plain bytes meaning
+        the first vocabulary token with those bytes).
+
+        Raises:
+            ValueError: a token that is not in the vocabulary (an EOS token included).
+        """
+        # A `Token` is identified by its id: any non-EOS id of the model is in the
+        # vocabulary. The common case (every token a `Token` of this model) is checked
+        # in bulk; anything else goes token by token.
+        if not context:
+            return []
+        if set(map(type, context)) == {Token}:
+            ids = [tok.token_id for tok in context]
+            if min(ids) >= 0 and max(ids) < len(self.decode) and self.eos_id_set.isdisjoint(ids):
+                return ids
+        n, eos = len(self.decode), self.eos_id_set
+        ids = []
+        for tok in context:
+            tid = tok.token_id if isinstance(tok, Token) else -1
+            ids.append(tid if 0 <= tid < n and tid not in eos else self._slow_id(tok))
+        return ids
+
+    def _slow_id(self, tok: Any) -> int:
+        lookup, fallback, vocab = self.tables.lookup, self.tables.fallback, self.tables.vocab
+        i = lookup.get(tok) if isinstance(tok, Token) else None
+        if i is None and isinstance(tok, bytes) and not isinstance(tok, Token):
+            i = fallback.get(tok)
+        if i is None or i >= len(vocab):
+            raise ValueError(f"token {tok!r} is not in the language model's vocabulary")
+        return vocab[i].token_id
+
+    def vocab_idxs_on(self, device: torch.device) -> torch.Tensor:
+        """`vocab_idxs` on `device`, copied there once."""
+        key = str(device)
+        got = self._idxs_by_device.get(key)
+        if got is None:
+            got = self._idxs_by_device[key] = self.vocab_idxs.to(device)
+        return got
+
+    @cached_property
+    def _idxs_by_device(self) -> dict:
+        return {}
+
+    @cached_property
+    def eos_id_set(self) -> frozenset:
+        return frozenset(self.eos_idxs)
+
+    @cached_property
+    def vocab_span(self) -> tuple[int, int] | None:
+        """`(a, b)` when the vocabulary's ids are exactly `a, a+1, ..., b-1` in order."""
+        idx = self.vocab_idxs
+        if len(idx) and bool((idx == torch.arange(int(idx[0]), int(idx[0]) + len(idx))).all()):
+            return int(idx[0]), int(idx[0]) + len(idx)
+        return None
+
+
+def build_token_maps(byte_vocab: Sequence[Token], eos_byte_strings: Sequence[bytes]) -> TokenMaps:
+    """Split `byte_vocab` into vocabulary and EOS tokens.
+
+    A `Token` in `eos_byte_strings` names one id; plain bytes name every id with
+    those bytes (so no token with EOS bytes stays in the vocabulary).
+
+    Raises:
+        ValueError: no EOS given, or an EOS byte string that no token has.
+    """
+    if not eos_byte_strings:
+        raise ValueError("eos_byte_strings is empty: a PromptedLLM needs at least one EOS token")
+    encode: dict = {}
+    ids_of: dict = {}
+    for tok in byte_vocab:
+        encode.setdefault(bytes(tok), tok.token_id)
+        ids_of.setdefault(bytes(tok), []).append(tok.token_id)
+    eos_idxs: list = []
+    for e in eos_byte_strings:
+        if isinstance(e, Token):
+            ids = [e.token_id] if 0 <= e.token_id < len(byte_vocab) else []
+        elif isinstance(e, (bytes, bytearray)):
+            ids = ids_of.get(bytes(e), [])
+        else:
+            raise TypeError(f"EOS byte string {e!r} is a {type(e).__name__}, expected bytes")
+        if not ids:
+            raise ValueError(f"EOS byte string {e!r} is not a token of the model's vocabulary")
+        eos_idxs.extend(i for i in ids if i not in eos_idxs)
+    eos_set = set(eos_idxs)
+    vocab = [tok for tok in byte_vocab if tok.token_id not in eos_set]
+    vocab_idxs = torch.tensor([tok.token_id for tok in vocab], dtype=torch.long)
+    return TokenMaps(
+        decode=list(byte_vocab),
+        encode=encode,
+        eos_idxs=tuple(eos_idxs),
+        eos_tokens=[byte_vocab[i] for i in eos_idxs],
+        vocab_idxs=vocab_idxs,
+        tables=build_tables(vocab),
+    )
+
+
+def temper(logprobs: torch.Tensor, temperature: float) -> torch.Tensor:
+    """`log_softmax(logprobs / T)` along the last axis (the identity at `T = 1`).
+
+    Computed in double precision as `log_softmax((l - max l) / T)`, equal in exact
+    arithmetic: the largest entry of a row is 0 before the division, so every row keeps
+    a finite entry for any `T > 0` (down to `T = 5e-324`, which single precision would
+    round to 0); entries whose quotient overflows are `-inf`, i.e. weight zero, as they
+    are to double precision. A tiny `T` is greedy decoding.
+    """
+    if temperature == 1.0:
+        return logprobs
+    x = logprobs.double()
+    x = x - x.amax(dim=-1, keepdim=True)
+    return torch.log_softmax(x / temperature, dim=-1)
+
+
+def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = False) -> Any:
+    """Rows over `vocab_eos` from a block of next-token log probabilities.
+
+    `row[x] = logprobs[id(x)]` and `row[EOS] = logsumexp(logprobs[eos_idxs])`; one
+    gather for the whole block. With `on_device` the block stays a tensor on the
+    log probabilities' device (float32, float64 stays float64; half precision is
+    upcast before the EOS sum); otherwise it is one float64 NumPy block (one host
+    transfer).
+    """
+    if on_device and logprobs.dtype not in (torch.float32, torch.float64):
+        logprobs = logprobs.float()
+    vocab, eos = _vocab_and_eos(logprobs, maps)
+    if on_device:
+        block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=logprobs.dtype, device=logprobs.device)
+    else:
+        if logprobs.device.type != "cpu":
+            vocab, eos = vocab.cpu(), eos.cpu()
+        block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=torch.float64)
+    block[:, :-1].copy_(vocab)
+    block[:, -1].copy_(eos)
+    return block if on_device else block.numpy()
+
+
+def _vocab_and_eos(logprobs: torch.Tensor, maps: TokenMaps) -> tuple[torch.Tensor, torch.Tensor]:
+    """The vocabulary's columns (a slice when its ids are one span) and the EOS
+    tokens' log-sum-exp, in `logprobs`' dtype and device."""
+    if len(maps.eos_idxs) == 1:
+        eos = logprobs[:, maps.eos_idxs[0]]
+    else:
+        eos = torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1)
+    span = maps.vocab_span
+    if span is not None:
+        return logprobs[:, span[0] : span[1]], eos
+    return logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device)), eos
+
+
+ROWS = ("auto", "device", "host")
+
+
+def check_rows(rows: Any) -> str:
+    """`rows` checked to be one of `ROWS`.
+
+    Raises:
+        ValueError: any other value.
+    """
+    if not isinstance(rows, str) or rows not in ROWS:
+        raise ValueError(f"rows must be one of {ROWS}, got {rows!r}")
+    return rows
+
+
+def check_temperature(temperature: Any) -> float:
+    """`temperature` as a float.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: not finite and positive.
+    """
+    if isinstance(temperature, bool) or not isinstance(
+        temperature, (int, float, np.floating, np.integer)
+    ):
+        raise TypeError(f"temperature must be a real number, got {temperature!r}")
+    t = float(temperature)
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature!r}")
+    return t
+
+
+def check_prompt_ids(ids: Any, n: int) -> list[int]:
+    """`ids` as a list of ints in `0..n-1`.
+
+    A tokenizer's `BatchEncoding` (what `apply_chat_template(..., tokenize=True)`
+    returns in transformers 5) gives its `input_ids`, a batch of one row gives that row.
+
+    Raises:
+        TypeError: not a sequence of integers (a str, say, or a float id).
+        ValueError: an id outside the vocabulary.
+    """
+    if isinstance(ids, Mapping):
+        if "input_ids" not in ids:
+            raise TypeError("prompt_ids must be a list of token ids (ints), got a mapping without 'input_ids'")
+        ids = ids["input_ids"]
+    if getattr(ids, "ndim", 1) == 2 or (isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], list)):
+        if len(ids) != 1:
+            raise TypeError(f"prompt_ids must be one list of token ids, got a batch of {len(ids)}")
+        ids = ids[0]
+    if isinstance(ids, (str, bytes, bytearray)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"prompt_ids must be a list of token ids (ints), got {type(ids).__name__}")
+    out = []
+    for k, i in enumerate(ids):
+        if isinstance(i, bool):
+            raise TypeError(f"prompt_ids must be a list of token ids (ints), got {i!r} at position {k}")
+        try:
+            out.append(operator.index(i))
+        except TypeError:
+            raise TypeError(
+                f"prompt_ids must be a list of token ids (ints), got {i!r} at position {k}"
+            ) from None
+    bad = next((i for i in out if not 0 <= i < n), None)
+    if bad is not None:
+        raise ValueError(f"prompt token id {bad} is outside the vocabulary (0..{n - 1})")
+    return out
+
+
+def check_text(text: Any, what: str = "prompt") -> str:
+    """`text`, checked to be a str that UTF-8 can encode.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: a lone surrogate (not valid Unicode text), naming its position.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{what} has a lone surrogate {text[exc.start]!r} at position {exc.start}: "
+                "it is not valid Unicode text (decode bytes with errors='replace' to avoid it)"
+            ) from None
+    return text
+
+
+__all__ = ["ROWS", "check_rows", "TokenMaps", "check_prompt_ids", "check_text", "build_token_maps", "temper", "next_token_rows", "check_temperature"]
