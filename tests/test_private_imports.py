@@ -98,5 +98,8 @@ def test_the_check_finds_a_private_import_from_outside_its_folder(tmp_path):
 
 def test_top_level_private_modules_are_shared_by_the_whole_package(tmp_path):
     pkg = tmp_path / "pkg"
-    _write(pkg, {"__init__.py": "", "_util.py": "", "a/__init__.py": "", "a/m.py": "import pkg._util\n"})
+    _write(
+        pkg,
+        {"__init__.py": "", "_util.py": "", "a/__init__.py": "", "a/m.py": "import pkg._util\n"},
+    )
     assert violations(pkg, "pkg") == []
