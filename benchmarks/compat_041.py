@@ -125,6 +125,8 @@ def unavailable(qualname):
         raise NotImplementedError(MARK + qualname)
 
     def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)  # what pytest's collection probes (`__name__`, ...)
         raise NotImplementedError(MARK + qualname + "." + name)
 
     ops = ("__call__", "__iter__", "__await__", "__len__", "__getitem__", "__bool__",
