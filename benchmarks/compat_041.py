@@ -154,7 +154,9 @@ def placeholder(qualname):
         raise NotImplementedError(MARK + qualname + "." + name)
 
     meta = type("Internal", (type,), {"__getattr__": __getattr__, "__call__": call})
-    return meta(qualname.rsplit(".", 1)[-1], (), {})
+    # An exception class, so that `pytest.raises(Internal)` around a call of another
+    # internal reports that call's placeholder failure.
+    return meta(qualname.rsplit(".", 1)[-1], (Exception,), {})
 
 
 class StubModule(types.ModuleType):
