@@ -262,7 +262,7 @@ class CanonicalTokenization(Potential):
         if not (isinstance(llm, Potential) and hasattr(getattr(llm, "model", None), "tokenizer")):
             raise TypeError(
                 "Expected llm to be an instance of PromptedLLM (a potential over a model's "
-                f"tokens, with llm.model.tokenizer), got {type(llm).__name__}"
+                f"tokens that carry token ids, with llm.model.tokenizer), got {type(llm).__name__}"
             )
         ids = [getattr(t, "token_id", None) for t in llm.vocab]
         if any(i is None for i in ids):
