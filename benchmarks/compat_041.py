@@ -7,7 +7,9 @@ its test files is run by pytest in a subprocess with this worktree first on
 the tests run with the temporary directory as working directory, where those names
 are links to `genlm.control.embedded.model_path()` (Hugging Face loaders take an
 existing directory before a Hub name), and ``HF_HUB_OFFLINE=1``, so nothing is
-fetched from the network.
+fetched from the network. 0.4.1's test-only dependencies that this environment lacks
+(`TEST_DEPS`) are installed with pip into the unpacked directory, never into the
+running environment.
 
 Prints a table by test file: passed, failed, and of the failures how many test 0.4.1
 internals that our public API does not promise (named by the `STUBS` placeholders, a
@@ -43,6 +45,9 @@ INTERNALS: list[tuple[str, str]] = [
     ("test_smc_model.py::test_smc_record", "sampler.smc_record"),
     ("test_coerce.py::test_advance_lane", "internal coercion lanes"),
     ("test_coerce.py::test_trie_lane", "internal coercion lanes"),
+    ("test_canonical.py::test_set_overrides", "CanonicalTokenization.canonicality_filter (FastCanonicalityFilterBPE)"),
+    ("test_canonical.py::test_from_llm_extract_merges_slow_tokenizer", "FastCanonicalityFilterBPE._merges"),
+    ("test_canonical.py::test_from_llm_duplicate_byte_error", "canonical.decode_vocab, FastCanonicalityFilterBPE"),
 ]
 
 # Test files that need a model that is not available offline (counted apart).
@@ -50,14 +55,37 @@ OFFLINE: list[tuple[str, str]] = [
     ("test_mlx.py::", "an MLX model"),
     ("test_harmony.py::", "gpt-oss-20b"),
     ("test_duplicate_byte_strings.py::", "CodeLlama/Mistral/Gemma tokenizers"),
+    # GPT-2 itself: the embedded model that serves "gpt2" has its own 4096 tokens (EOS id
+    # 0) and reads 256 positions, so tests that name GPT-2's token ids or tokens fail.
+    ("test_llm.py::test_new_eos_tokens", "GPT-2's token ids (ids up to 50256)"),
+    ("test_llm.py::test_spawn", "GPT-2's token ids (b'!' is id 0)"),
+    ("test_canonical.py::test_init", "GPT-2's tokens (b' city')"),
+    ("test_canonical.py::test_complete_non_canonical", "GPT-2's tokens (b'To', b'ken')"),
+    ("test_canonical.py::test_logw_next_canonical", "GPT-2's tokens (b'Token', b'ization')"),
+]
+
+# Failure messages that say a test needs GPT-2 itself (see `OFFLINE`).
+OFFLINE_MESSAGES: list[tuple[str, str]] = [
+    ("over the model's limit of 256 positions", "GPT-2's 1024 positions (the embedded model reads 256)"),
 ]
 
 MODEL_NAMES = ("gpt2", "openai-community/gpt2")
 
+# 0.4.1's test-only dependencies (its `test` extra) that its test files import, as
+# (module, distribution). Those missing here are installed with pip into the unpacked
+# directory's `deps/` (`pip install --target`, no dependencies) and put on the tests'
+# `PYTHONPATH`; nothing is installed into the running environment.
+TEST_DEPS: list[tuple[str, str]] = [
+    ("hypothesis_jsonschema", "hypothesis-jsonschema"),
+    ("pytest_mock", "pytest-mock"),
+]
+
 # 0.4.1 internals that its test files import at the top. Each missing one is replaced,
 # in the test processes only, by a placeholder that fails when used with
-# "0.4.1 internal: <name>", so that the other tests of the file still run and a test
-# that uses one is counted as an internal failure. ("<module>": a whole module.)
+# "0.4.1 internal: <name>" (calling it while pytest collects gives a value that fails
+# so when used, as in a parametrize list), so that
+# the other tests of the file still run and a test that uses one is counted as an
+# internal failure. ("<module>": a whole module.)
 STUBS: list[tuple[str, str]] = [
     ("genlm.control", "convert_to_weighted_logop"),
     ("genlm.control.potential.built_in.canonical", "FastCanonicalityFilterBPE"),
@@ -90,15 +118,45 @@ import importlib, sys, types
 MARK = "0.4.1 internal: "
 
 
+def unavailable(qualname):
+    # What calling a placeholder gives: a value that fails when used, so that a test
+    # module whose top level (a parametrize list) calls an internal still collects.
+    def fail(self, *args, **kwargs):
+        raise NotImplementedError(MARK + qualname)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)  # what pytest's collection probes (`__name__`, ...)
+        raise NotImplementedError(MARK + qualname + "." + name)
+
+    ops = ("__call__", "__iter__", "__await__", "__len__", "__getitem__", "__bool__",
+           "__enter__", "__aenter__", "__lt__", "__add__", "__mul__")
+    body = {name: fail for name in ops}
+    body["__getattr__"] = __getattr__
+    body["__repr__"] = lambda self: "<0.4.1 internal " + qualname + "(...)>"
+    return type("Unavailable", (), body)()
+
+
+COLLECTING = [True]
+
+
+def pytest_collection_finish(session):
+    COLLECTING[0] = False
+
+
 def placeholder(qualname):
-    def fail(*args, **kwargs):
+    def call(cls, *args, **kwargs):
+        if COLLECTING[0]:
+            return unavailable(qualname)
         raise NotImplementedError(MARK + qualname)
 
     def __getattr__(cls, name):
         raise NotImplementedError(MARK + qualname + "." + name)
 
-    meta = type("Internal", (type,), {"__getattr__": __getattr__, "__call__": fail})
-    return meta(qualname.rsplit(".", 1)[-1], (), {})
+    meta = type("Internal", (type,), {"__getattr__": __getattr__, "__call__": call})
+    # An exception class, so that `pytest.raises(Internal)` around a call of another
+    # internal reports that call's placeholder failure.
+    return meta(qualname.rsplit(".", 1)[-1], (Exception,), {})
 
 
 class StubModule(types.ModuleType):
@@ -137,6 +195,23 @@ def download(dest: Path) -> Path:
     return src
 
 
+def test_deps(src: Path) -> Path:
+    """`src/deps`, holding each of `TEST_DEPS` this environment lacks."""
+    import importlib.util
+
+    deps = src / "deps"
+    deps.mkdir(exist_ok=True)
+    sys.path.insert(0, str(deps))
+    missing = [dist for mod, dist in TEST_DEPS if importlib.util.find_spec(mod) is None]
+    sys.path.remove(str(deps))
+    if missing:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(deps), *missing],
+            check=True,
+        )
+    return deps
+
+
 def link_models(where: Path) -> None:
     """Make each of `MODEL_NAMES` a directory link to the embedded model under `where`."""
     sys.path.insert(0, str(ROOT))
@@ -158,7 +233,8 @@ def run_file(src: Path, test_file: Path, timeout: float, package: Path) -> list[
     """(test id, outcome, message) for each test in `test_file`; a file that times out
     or does not collect reports one row for the whole file."""
     report = src / (test_file.stem + ".xml")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(package), str(src)]), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+    paths = [str(package), str(src), str(src / "deps")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")
     rel = test_file.relative_to(src)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
@@ -212,9 +288,10 @@ def internal(test_id: str, message: str = "") -> str | None:
     return None
 
 
-def offline(test_id: str) -> str | None:
+def offline(test_id: str, message: str = "") -> str | None:
     """The model a test needs that cannot be had offline, or None."""
-    return next((what for needle, what in OFFLINE if needle in test_id), None)
+    found = next((what for needle, what in OFFLINE if needle in test_id), None)
+    return found or next((what for needle, what in OFFLINE_MESSAGES if needle in message), None)
 
 
 def table(results: dict[str, list[tuple[str, str, str]]]) -> str:
@@ -226,8 +303,8 @@ def table(results: dict[str, list[tuple[str, str, str]]]) -> str:
     tot = [0] * 5
     for path, rows in sorted(results.items()):
         bad = [(t, m) for t, o, m in rows if o == "failed"]
-        model = sum(offline(t) is not None for t, _ in bad)
-        inner = sum(offline(t) is None and internal(t, m) is not None for t, m in bad)
+        model = sum(offline(t, m) is not None for t, m in bad)
+        inner = sum(offline(t, m) is None and internal(t, m) is not None for t, m in bad)
         row = [sum(o == "passed" for _, o, _ in rows), len(bad), inner, model, len(bad) - inner - model]
         tot = [a + b for a, b in zip(tot, row)]
         lines.append(f"| {path} | " + " | ".join(map(str, row)) + " |")
@@ -251,6 +328,8 @@ def main() -> None:
         src = existing if existing.is_dir() else download(base)
         link_models(src)
         write_plugin(src)
+        if not args.reports:
+            test_deps(src)
         files = sorted((src / "tests").rglob("test_*.py"))
         if args.only:
             files = [f for f in files if args.only in str(f.relative_to(src))]
@@ -271,16 +350,16 @@ def main() -> None:
             print("\nNo report (not run): " + ", ".join(skipped))
         failures = [(t, m) for rows in results.values() for t, o, m in rows if o == "failed"]
         print("\nFailures that need a model not available offline:")
-        for t, _ in failures:
-            if offline(t):
-                print(f"- {t} ({offline(t)})")
+        for t, m in failures:
+            if offline(t, m):
+                print(f"- {t} ({offline(t, m)})")
         print("\nFailures that test 0.4.1 internals:")
         for t, m in failures:
-            if not offline(t) and internal(t, m):
+            if not offline(t, m) and internal(t, m):
                 print(f"- {t} ({internal(t, m)})")
         print("\nPublic failures:")
         for t, m in failures:
-            if not offline(t) and not internal(t, m):
+            if not offline(t, m) and not internal(t, m):
                 print(f"- {t}: {m}")
 
 

@@ -216,7 +216,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="unknown ensemble operation 'avg'.*'sum'.*'harmonic'"):
         Ensemble(p1, p2, "avg")
     with pytest.raises(TypeError, match="op must be a string"):
-        Ensemble(p1, p2, 2.0)
+        Ensemble(p1, p2, None)
     with pytest.raises(ValueError, match=r"a must be in \[0, 1\]"):
         Ensemble(p1, p2, "sum", 1.5)
     with pytest.raises(ValueError, match=r"a must be in \[0, 1\]"):

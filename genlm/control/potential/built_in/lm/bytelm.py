@@ -157,8 +157,12 @@ class ByteLLM(Potential):
 
     @property
     def prompt_bytes(self) -> bytes:
-        """The bytes the model is conditioned on."""
+        """The bytes the model is conditioned on (assigning it is `set_prompt`)."""
         return self._prompt
+
+    @prompt_bytes.setter
+    def prompt_bytes(self, prompt: bytes | str) -> None:
+        self.set_prompt(prompt)
 
     def set_prompt(self, prompt: bytes | str) -> None:
         """Condition on `prompt` (text is UTF-8 encoded); cached beams are dropped."""
@@ -208,9 +212,9 @@ class ByteLLM(Potential):
             beam = (await (entry.beam << data[j])).prune()
             if len(beam) == 0:
                 raise ValueError(
-                    f"the beam is empty after {self._prompt + data[: j + 1]!r}: no tokenization "
-                    f"of these bytes survived; use a wider beam (BeamParams.K) or a lower "
-                    f"prune_threshold"
+                    f"Beam became empty after {self._prompt + data[: j + 1]!r}: no tokenization "
+                    f"of these bytes survived; use a wider beam (BeamParams.K), a lower "
+                    f"prune_threshold, or BeamParams(heal=True)"
                 )
             entry = BeamEntry(beam, None)
             self._cache.put(data[: j + 1], entry)

@@ -254,7 +254,16 @@ class CanonicalTokenization(Potential):
 
     @classmethod
     def from_llm(cls, llm: Any, cache_size: int = 1024) -> "CanonicalTokenization":
-        """The potential over a `PromptedLLM`'s vocabulary (it shares `llm.tables`)."""
+        """The potential over a `PromptedLLM`'s vocabulary (it shares `llm.tables`).
+
+        Raises:
+            TypeError: `llm` is not an LM whose vocabulary tokens carry token ids.
+        """
+        if not (isinstance(llm, Potential) and hasattr(getattr(llm, "model", None), "tokenizer")):
+            raise TypeError(
+                "Expected llm to be an instance of PromptedLLM (a potential over a model's "
+                f"tokens that carry token ids, with llm.model.tokenizer), got {type(llm).__name__}"
+            )
         ids = [getattr(t, "token_id", None) for t in llm.vocab]
         if any(i is None for i in ids):
             raise TypeError(

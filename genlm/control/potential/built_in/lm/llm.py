@@ -37,6 +37,13 @@ from genlm.control.weights import LazyWeights
 _INHERIT: Any = object()  # spawn(): keep the parent's value
 
 
+class PromptedLLMArgumentError(TypeError, ValueError):
+    """A bad argument whose type differs between this package and genlm-control 0.4.1:
+    a prompt that is not a str (ours: TypeError, 0.4.1: ValueError), or both
+    `eos_byte_strings=` and the deprecated `eos_tokens=` (ours: ValueError, 0.4.1:
+    TypeError). It is both, so code catching either type keeps working."""
+
+
 class PromptedLLM(Potential, HeldByRuns):
     """A language model conditioned on a prompt, as a potential over its tokens.
 
@@ -57,7 +64,9 @@ class PromptedLLM(Potential, HeldByRuns):
     concurrent prompt needs its own copy).
 
     Args:
-        llm: a genlm-backend `AsyncLM` (see `from_name`).
+        llm: a genlm-backend `AsyncLM` (see `from_name`); as in genlm-control 0.4.1, any
+            object with its `byte_vocab`, `tokenizer` and `batch_next_token_logprobs`
+            (a test double, say) is accepted.
         prompt_ids: the prompt's token ids.
         eos_byte_strings: the byte strings (or `Token`s) that end a sequence;
             default the tokenizer's EOS token.
@@ -85,8 +94,13 @@ class PromptedLLM(Potential, HeldByRuns):
         eos_tokens: Sequence[bytes] | None = None,
         rows: str = "auto",
     ):
-        if not isinstance(llm, AsyncLM):
-            raise TypeError(f"llm must be a genlm-backend AsyncLM, got {type(llm).__name__}")
+        if not isinstance(llm, AsyncLM) and not (
+            hasattr(llm, "byte_vocab") and hasattr(llm, "tokenizer")
+        ):
+            raise TypeError(
+                f"llm must be a genlm-backend AsyncLM (or an object with its byte_vocab, "
+                f"tokenizer and next-token methods), got {type(llm).__name__}"
+            )
         eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens)
         self.model = llm
         self.temperature = temperature
@@ -96,7 +110,10 @@ class PromptedLLM(Potential, HeldByRuns):
                 eos_byte_strings = [_default_eos(llm)]
             token_maps = build_token_maps(llm.byte_vocab, eos_byte_strings)
         elif eos_byte_strings is not None:
-            raise ValueError("give eos_byte_strings or token_maps, not both")
+            raise ValueError(
+                "eos_byte_strings must not be provided when token_maps is provided: the "
+                "token maps already fix the EOS tokens"
+            )
         self.token_maps = token_maps
         self.rows = check_rows(rows)
         super().__init__(tables=token_maps.tables)
@@ -153,6 +170,19 @@ class PromptedLLM(Potential, HeldByRuns):
         self._temperature = check_temperature(value)
 
     @property
+    def eos_byte_strings(self) -> list[bytes]:
+        """The EOS entries this model was built with, as plain bytes (read-only: use
+        `spawn_new_eos` for other EOS tokens)."""
+        return list(self.token_maps.eos_byte_strings)
+
+    @eos_byte_strings.setter
+    def eos_byte_strings(self, value: Any) -> None:
+        raise ValueError(
+            "Cannot reset eos_byte_strings after initialization: the vocabulary depends on "
+            "them. Use spawn_new_eos(new_eos_byte_strings) for a copy with other EOS tokens"
+        )
+
+    @property
     def prompt_ids(self) -> list[int]:
         """The prompt's token ids (assign a list to change the prompt)."""
         return self._prompt_ids
@@ -187,9 +217,26 @@ class PromptedLLM(Potential, HeldByRuns):
     def set_prompt_from_str(self, prompt_str: str) -> None:
         """Set the prompt to the tokenizer's encoding of `prompt_str` (with its special tokens).
 
+        A prompt that ends with a space warns (`UserWarning`): BPE tokenizers attach a
+        space to the word after it, so the model has rarely seen a lone trailing space.
+
         Raises:
-            TypeError: not a str; ValueError: a lone surrogate (not valid Unicode).
+            PromptedLLMArgumentError (a TypeError and a ValueError): not a str.
+            ValueError: a lone surrogate (not valid Unicode).
         """
+        if not isinstance(prompt_str, str):
+            raise PromptedLLMArgumentError(
+                f"the prompt must be a str, got {type(prompt_str).__name__}; to set the "
+                "prompt from token ids, assign llm.prompt_ids"
+            )
+        if prompt_str.endswith(" "):
+            warnings.warn(
+                "the prompt ends with a space: tokenizers attach a space to the next word "
+                "(' world'), so the model rarely sees a lone trailing space; consider "
+                "ending the prompt without it",
+                UserWarning,
+                stacklevel=2,
+            )
         self.prompt_ids = self.model.tokenizer.encode(check_text(prompt_str, "prompt"))
 
     # Tokens -----------------------------------------------------------------
@@ -201,19 +248,31 @@ class PromptedLLM(Potential, HeldByRuns):
         return self.decode_tokens(continuation_encoder(self.model.tokenizer).encode(text))
 
     def encode_tokens(self, tokens: Sequence[Any]) -> list[int]:
-        """Token ids of `tokens` (`Token`s by id; plain bytes: the first id with those bytes).
+        """Token ids of `tokens` (`Token`s by id; plain bytes, deprecated as in 0.4.1 and
+        warned with a `DeprecationWarning`: the first id with those bytes).
 
         Raises:
             ValueError: a token the model does not have.
         """
-        maps, ids = self.token_maps, []
+        maps, ids, warned = self.token_maps, [], False
         for tok in tokens:
             if isinstance(tok, Token) and 0 <= tok.token_id < len(maps.decode):
                 ids.append(tok.token_id)
-            elif isinstance(tok, bytes) and not isinstance(tok, Token) and tok in maps.encode:
-                ids.append(maps.encode[tok])
-            else:
-                raise ValueError(f"token {tok!r} is not in the language model's vocabulary")
+                continue
+            first = maps.encode.first_id(tok) if Token.is_plain_bytes(tok) else None
+            if first is None:
+                raise ValueError(
+                    f"Token {tok!r} not in vocabulary: it is not in the language model's vocabulary"
+                )
+            if not warned:
+                warnings.warn(
+                    "Passing bytes to encode_tokens is deprecated: pass Tokens (from "
+                    "llm.tokenize or llm.vocab), which name one token id each",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                warned = True
+            ids.append(first)
         return ids
 
     def decode_tokens(self, ids: Sequence[int]) -> list[Token]:
@@ -357,8 +416,20 @@ class PromptedLLM(Potential, HeldByRuns):
             rows=self.rows,
         )
 
-    def spawn_new_eos(self, eos_byte_strings: Sequence[bytes]) -> "PromptedLLM":
-        """A copy whose EOS tokens are `eos_byte_strings`."""
+    def spawn_new_eos(
+        self,
+        eos_byte_strings: Sequence[bytes] | None = None,
+        *,
+        eos_tokens: Sequence[bytes] | None = None,
+    ) -> "PromptedLLM":
+        """A copy whose EOS tokens are `eos_byte_strings` (`eos_tokens=`: deprecated alias).
+
+        Raises:
+            TypeError: no EOS given.
+        """
+        eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens)
+        if eos_byte_strings is None:
+            raise TypeError("spawn_new_eos needs eos_byte_strings (the new EOS tokens)")
         return self.spawn(eos_byte_strings=eos_byte_strings)
 
     def constrain(
@@ -416,13 +487,15 @@ def _unique(keys: Sequence[tuple]) -> tuple[list, np.ndarray]:
 def _eos_alias(eos_byte_strings, eos_tokens, stacklevel: int = 3):
     if eos_tokens is None:
         return eos_byte_strings
+    if eos_byte_strings is not None:
+        raise PromptedLLMArgumentError(
+            "Cannot specify both eos_byte_strings and the deprecated eos_tokens: give eos_byte_strings"
+        )
     warnings.warn(
         "eos_tokens= is deprecated; use eos_byte_strings=",
         DeprecationWarning,
         stacklevel=stacklevel,
     )
-    if eos_byte_strings is not None:
-        raise ValueError("give eos_byte_strings or eos_tokens (deprecated), not both")
     return eos_tokens
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping, Sequence
@@ -15,6 +17,59 @@ from genlm.backend.tokenization.token import Token
 from genlm.control.potential.tables import VocabTables, build_tables
 
 
+class TokenIds(tuple):
+    """Token ids: a tuple that also equals the list of the same ids (genlm-control
+    0.4.1's `token_maps.eos_idxs` was a list, so `eos_idxs == [0]` holds as before)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return list(self) == other
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
+class TokenEncode(dict):
+    """Plain bytes → the first token id with those bytes; a `Token` is looked up by id.
+
+    `encode[token]` is `token.token_id` for a `Token` of the model; `encode[b"..."]`
+    (genlm-control 0.4.1's deprecated form) still works and warns with a
+    `DeprecationWarning`. `b"..." in encode` and `token in encode` do not warn.
+    """
+
+    def __init__(self, items: dict, n: int):
+        super().__init__(items)
+        self._n = n
+
+    def __getitem__(self, key: Any) -> int:
+        if isinstance(key, Token):
+            if 0 <= key.token_id < self._n:
+                return key.token_id
+            raise KeyError(key)
+        value = super().__getitem__(key)
+        warnings.warn(
+            "Indexing token_maps.encode by bytes is deprecated: index it by a Token "
+            "(e.g. from llm.tokenize), which names one token id",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, Token):
+            return 0 <= key.token_id < self._n
+        return super().__contains__(key)
+
+    def first_id(self, data: bytes) -> int | None:
+        """The first id with bytes `data` (no warning), or None."""
+        return super().get(data)
+
+
 @dataclass(frozen=True, eq=False)
 class TokenMaps:
     """The model's tokens split into the potential's vocabulary and its EOS tokens.
@@ -23,11 +78,13 @@ class TokenMaps:
 
     Attributes:
         decode: token id → `Token` (the backend's `byte_vocab`).
-        encode: plain bytes → the first id with those bytes.
-        eos_idxs: the ids that all map to `EOS`.
+        encode: plain bytes → the first id with those bytes (`TokenEncode`; a
+            `Token` key gives its id).
+        eos_idxs: the ids that all map to `EOS` (`TokenIds`).
         eos_tokens: their `Token`s.
         vocab_idxs: position in the potential's vocabulary → token id.
         tables: the potential's `VocabTables` (vocabulary = `decode` minus EOS tokens).
+        eos_byte_strings: the EOS entries as given, as plain bytes.
     """
 
     decode: list
@@ -36,6 +93,7 @@ class TokenMaps:
     eos_tokens: list
     vocab_idxs: torch.Tensor
     tables: VocabTables
+    eos_byte_strings: list = dataclasses.field(default_factory=list)
 
     @property
     def potential_vocab(self) -> list:
@@ -105,7 +163,9 @@ def build_token_maps(byte_vocab: Sequence[Token], eos_byte_strings: Sequence[byt
     those bytes (so no token with EOS bytes stays in the vocabulary).
 
     Raises:
-        ValueError: no EOS given, or an EOS byte string that no token has.
+        ValueError: no EOS given, an EOS byte string that no token has, or an entry
+            naming an id an earlier entry named ("Duplicate eos byte strings": the same
+            bytes twice, or a `Token` and its bytes).
     """
     if not eos_byte_strings:
         raise ValueError("eos_byte_strings is empty: a PromptedLLM needs at least one EOS token")
@@ -123,18 +183,27 @@ def build_token_maps(byte_vocab: Sequence[Token], eos_byte_strings: Sequence[byt
         else:
             raise TypeError(f"EOS byte string {e!r} is a {type(e).__name__}, expected bytes")
         if not ids:
-            raise ValueError(f"EOS byte string {e!r} is not a token of the model's vocabulary")
-        eos_idxs.extend(i for i in ids if i not in eos_idxs)
+            raise ValueError(
+                f"EOS token not in language model vocabulary: EOS byte string {e!r} is not "
+                "a token of the model's vocabulary (no token has these bytes)"
+            )
+        if any(i in eos_idxs for i in ids):
+            raise ValueError(
+                f"Duplicate eos byte strings: {e!r} names token id(s) {ids} that an earlier "
+                "entry already names"
+            )
+        eos_idxs.extend(ids)
     eos_set = set(eos_idxs)
     vocab = [tok for tok in byte_vocab if tok.token_id not in eos_set]
     vocab_idxs = torch.tensor([tok.token_id for tok in vocab], dtype=torch.long)
     return TokenMaps(
         decode=list(byte_vocab),
-        encode=encode,
-        eos_idxs=tuple(eos_idxs),
+        encode=TokenEncode(encode, len(byte_vocab)),
+        eos_idxs=TokenIds(eos_idxs),
         eos_tokens=[byte_vocab[i] for i in eos_idxs],
         vocab_idxs=vocab_idxs,
         tables=build_tables(vocab),
+        eos_byte_strings=[bytes(e) for e in eos_byte_strings],
     )
 
 
