@@ -263,9 +263,7 @@ async def generate(args: argparse.Namespace, item: Any = _FROM_ARGS) -> dict:
 
 
 async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
-    from genlm.control import PromptedLLM
-
-    llm = PromptedLLM.from_name(model, backend=args.backend)
+    llm = _load(model, args.backend)
     llm.set_prompt_from_str(args.prompt)
     sampler = _sampler(args, llm, item)
     try:
@@ -288,6 +286,19 @@ async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
         "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
         "particles_without_mass": seqs.n_without_mass,
     }
+
+
+def _load(model: str, backend: str | None) -> Any:
+    """`PromptedLLM.from_name(model, backend=backend)`; on the HF backend the embedded
+    model runs through `EmbeddedTransformer` (the same rows, without the seconds that
+    importing transformers' model code costs)."""
+    from genlm.control.potential.built_in.lm.llm import PromptedLLM
+
+    if model not in ALIASES:
+        return PromptedLLM.from_name(model, backend=backend)
+    from genlm.control.potential.built_in.lm._embedded_lm import load_embedded
+
+    return PromptedLLM(load_embedded(backend))
 
 
 @contextlib.contextmanager
