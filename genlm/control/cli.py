@@ -301,6 +301,18 @@ def _load(model: str, backend: str | None) -> Any:
     return PromptedLLM(load_embedded(backend))
 
 
+def _one_thread_for_embedded(args: argparse.Namespace) -> None:
+    """One OpenMP thread for the embedded model on the HF backend, set before torch
+    starts its thread pools (the run itself uses one intra-op thread, `_threads_for`):
+    idle pool threads cost CPU at start-up. Not for vLLM, whose CPU build wants them."""
+    if (args.model or EMBEDDED_MODEL) not in ALIASES:
+        return
+    from genlm.control.potential.built_in.lm._llm_loading import _vllm_importable
+
+    if args.backend == "hf" or (args.backend is None and not _vllm_importable()):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 @contextlib.contextmanager
 def _threads_for(model: str) -> Iterator[None]:
     """One intra-op torch thread while the embedded model runs (restored after): its
@@ -372,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is the result's
     args = build_parser().parse_args(argv)
+    _one_thread_for_embedded(args)
     try:
         # Every argument and the constraint are checked before the model libraries
         # (torch, transformers) are imported: bad input fails in a blink.
