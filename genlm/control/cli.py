@@ -305,7 +305,7 @@ def _one_thread_for_embedded(args: argparse.Namespace) -> None:
     """One OpenMP thread for the embedded model on the HF backend, set before torch
     starts its thread pools (the run itself uses one intra-op thread, `_threads_for`):
     idle pool threads cost CPU at start-up. Not for vLLM, whose CPU build wants them."""
-    if (args.model or EMBEDDED_MODEL) not in ALIASES:
+    if (args.model or EMBEDDED_MODEL) not in ALIASES or "torch" in sys.modules:
         return
     from genlm.control.potential.built_in.lm._llm_loading import _vllm_importable
 
