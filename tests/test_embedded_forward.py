@@ -17,8 +17,9 @@ torch = pytest.importorskip("torch")
 from genlm.control import PromptedLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL, model_path  # noqa: E402
 from genlm.control.embedded._gpt2 import TinyGPT2  # noqa: E402
+from genlm.control.potential.built_in.lm import _llm_loading as load_model_module  # noqa: E402
 from genlm.control.potential.built_in.lm._embedded_lm import EmbeddedTransformer, load_embedded  # noqa: E402
-from genlm.control.potential.built_in.lm._llm_loading import load_model  # noqa: E402
+from genlm.control.potential.built_in.lm._llm_loading import _max_positions, load_model  # noqa: E402
 
 # float32 rounding of a two-layer forward: log probabilities of magnitude ≤ 30 agree to
 # ~1e-5 absolute (relative ~1e-6); a wrong mask, position or layer is off by > 1e-2.
@@ -55,6 +56,8 @@ def test_byte_vocabulary_and_tokenizer_are_the_backends(hf):
     assert fast.str_vocab == hf.str_vocab
     text = "The value of x is 42, naïvely."
     assert fast.tokenizer.encode(text) == hf.tokenizer.encode(text)
+    assert _max_positions(fast) == _max_positions(hf) == 256
+    assert fast.cache_bytes == hf.cache_bytes
 
 
 def test_uncached_rows_match_transformers(reference):
@@ -130,8 +133,12 @@ def test_prompted_llm_weights_match_from_name(hf):
         np.testing.assert_allclose(got, want, atol=ATOL, rtol=0)
 
 
-def test_load_embedded_leaves_other_backends_to_load_model():
+def test_load_embedded_leaves_other_backends_and_cuda_to_load_model(monkeypatch):
     assert type(load_embedded("mock")).__name__ == "MockAsyncLM"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(load_model_module, "load_model", lambda name, backend, **kw: ("load_model", name, backend))
+    assert load_embedded("hf") == ("load_model", EMBEDDED_MODEL, "hf")
+    monkeypatch.undo()
     with pytest.raises(ValueError, match="unknown backend"):
         load_embedded("nonsense")
 

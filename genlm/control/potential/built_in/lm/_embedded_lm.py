@@ -45,13 +45,16 @@ class EmbeddedTransformer(CachedTransformer):
 
 def load_embedded(backend: str | None = None, **kwargs) -> Any:
     """The embedded model's backend LM, as `load_model(EMBEDDED_MODEL, backend)` chooses
-    it: an `EmbeddedTransformer` where that is the HF backend, else `load_model`'s."""
+    it: an `EmbeddedTransformer` where that is the HF backend on the CPU, else
+    `load_model`'s (with CUDA, transformers places the model on the GPU)."""
+    import torch
+
     from genlm.control.embedded import EMBEDDED_MODEL
-    from genlm.control.potential.built_in.lm._llm_loading import BACKENDS, _vllm_usable, load_model
+    from genlm.control.potential.built_in.lm._llm_loading import _vllm_usable, load_model
 
     if backend is None:
         backend = "vllm" if _vllm_usable() else "hf"
-    if backend != "hf" or backend not in BACKENDS:
+    if backend != "hf" or torch.cuda.is_available():
         return load_model(EMBEDDED_MODEL, backend, **kwargs)
     return EmbeddedTransformer.from_dir(**kwargs)
 
