@@ -185,3 +185,25 @@ def test_cli_run_skips_transformers_model_code():
         capture_output=True, text=True, timeout=300,
     )
     assert done.stdout.strip().splitlines()[-1] == "0 False", done.stdout + done.stderr
+
+
+def test_command_ends_its_process_with_the_output_and_record_complete(tmp_path):
+    """`python -m genlm.control` (no argv: the command itself) exits without the
+    interpreter's teardown after an `EmbeddedTransformer` run: the JSON on a redirected
+    stdout and the record are complete, the status is 0, nothing is on stderr."""
+    out = tmp_path / "out.json"
+    args = [sys.executable, "-m", "genlm.control", "generate", "--prompt", "The value is", "--regex",
+            " [a-z]\\.", "--particles", "3", "--max-tokens", "6", "--seed", "0", "--backend", "hf", "--json"]
+    with open(out, "w") as fh:
+        done = subprocess.run([*args, "--record", str(tmp_path / "run.json")], stdout=fh, stderr=subprocess.PIPE,
+                              text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    result = json.loads(out.read_text())
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["n_particles"] == 3 and record["log_ml"] == pytest.approx(result["log_ml"])
+
+
+def test_end_process_flushes_and_keeps_the_status():
+    code = "import sys; from genlm.control._cli_embedded import end_process; print('out', end=''); sys.stderr.write('err'); end_process(3)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out", "err")

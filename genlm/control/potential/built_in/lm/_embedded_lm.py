@@ -43,20 +43,29 @@ class EmbeddedTransformer(CachedTransformer):
         )
 
 
-def load_embedded(backend: str | None = None, **kwargs) -> Any:
-    """The embedded model's backend LM, as `load_model(EMBEDDED_MODEL, backend)` chooses
-    it: an `EmbeddedTransformer` where that is the HF backend on the CPU, else
-    `load_model`'s (with CUDA, transformers places the model on the GPU)."""
+def uses_embedded_forward(backend: str | None) -> bool:
+    """Whether `load_embedded(backend)` is an `EmbeddedTransformer`: `backend` is (or
+    defaults to) the HF backend, and there is no CUDA device (with one, transformers
+    places the model on the GPU)."""
     import torch
 
-    from genlm.control.embedded import EMBEDDED_MODEL
-    from genlm.control.potential.built_in.lm._llm_loading import _vllm_usable, load_model
+    from genlm.control.potential.built_in.lm._llm_loading import _vllm_usable
 
     if backend is None:
         backend = "vllm" if _vllm_usable() else "hf"
-    if backend != "hf" or torch.cuda.is_available():
+    return backend == "hf" and not torch.cuda.is_available()
+
+
+def load_embedded(backend: str | None = None, **kwargs) -> Any:
+    """The embedded model's backend LM, as `load_model(EMBEDDED_MODEL, backend)` chooses
+    it: an `EmbeddedTransformer` where `uses_embedded_forward(backend)`, else
+    `load_model`'s."""
+    from genlm.control.embedded import EMBEDDED_MODEL
+    from genlm.control.potential.built_in.lm._llm_loading import load_model
+
+    if not uses_embedded_forward(backend):
         return load_model(EMBEDDED_MODEL, backend, **kwargs)
     return EmbeddedTransformer.from_dir(**kwargs)
 
 
-__all__ = ["EmbeddedTransformer", "load_embedded"]
+__all__ = ["EmbeddedTransformer", "load_embedded", "uses_embedded_forward"]
