@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import stat
 import sys
 import warnings
-from typing import Any, Iterator, NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
+from genlm.control._cli_embedded import (
+    end_process,
+    one_thread_before_torch,
+    one_torch_thread,
+    ran_embedded_forward,
+)
+from genlm.control._cli_embedded import load as _load
 from genlm.control.embedded import ALIASES, EMBEDDED_MODEL, resolve
 from genlm.control.smc.record_file import RecordNotWrittenWarning, check_output_path
 
@@ -258,14 +264,12 @@ async def generate(args: argparse.Namespace, item: Any = _FROM_ARGS) -> dict:
     model = preflight(args)
     if item is _FROM_ARGS:
         item = _item_constraint(args)
-    with _threads_for(model):
+    with one_torch_thread(model):
         return await _generate(args, model, item)
 
 
 async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
-    from genlm.control import PromptedLLM
-
-    llm = PromptedLLM.from_name(model, backend=args.backend)
+    llm = _load(model, args.backend)
     llm.set_prompt_from_str(args.prompt)
     sampler = _sampler(args, llm, item)
     try:
@@ -288,24 +292,6 @@ async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
         "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
         "particles_without_mass": seqs.n_without_mass,
     }
-
-
-@contextlib.contextmanager
-def _threads_for(model: str) -> Iterator[None]:
-    """One intra-op torch thread while the embedded model runs (restored after): its
-    matrices are tiny, and idle worker threads spinning between its forwards cost
-    more CPU than they save."""
-    if model not in ALIASES:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def render_table(result: dict) -> str:
@@ -354,6 +340,10 @@ def _run(args: argparse.Namespace, item: Any) -> tuple[dict, str | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `genlm-control` console script.
 
+    Called without `argv` (as the console script and `python -m genlm.control` call
+    it) after a run of the embedded model's plain-torch forward (`EmbeddedTransformer`),
+    it ends the process itself once the output is flushed (`_cli_embedded.end_process`).
+
     Returns:
         0 on success; 1 when the result was printed but the record could not be
         written; 2 for bad input (one line on stderr); 130 when interrupted.
@@ -361,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is the result's
     args = build_parser().parse_args(argv)
+    one_thread_before_torch(args.model or EMBEDDED_MODEL, args.backend)
     try:
         # Every argument and the constraint are checked before the model libraries
         # (torch, transformers) are imported: bad input fails in a blink.
@@ -379,10 +370,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("genlm-control: interrupted", file=sys.stderr)
         return 130
     print(json.dumps(result, indent=2) if args.json else render_table(result), flush=True)
+    code = 0
     if failure is not None:
         print(f"genlm-control: error: {failure}", file=sys.stderr)
-        return 1
-    return 0
+        code = 1
+    if argv is None and ran_embedded_forward(args.model or EMBEDDED_MODEL, args.backend):
+        end_process(code)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -271,6 +271,10 @@ class CachedTransformer(AsyncTransformer):
 
     # Evaluation -------------------------------------------------------------
 
+    def _new_cache(self, pasts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+        """The cache object the model's forward reads `pasts` from (and extends)."""
+        return DynamicCache(list(pasts))
+
     @torch.no_grad()
     def evaluate(self, keys: Sequence[tuple], lora_name: str | None = None) -> torch.Tensor:
         """Next-token log probabilities after each key (float32, on the model's device), from the
@@ -313,7 +317,7 @@ class CachedTransformer(AsyncTransformer):
             pasts = _stack_pasts(groups, width)
             latest = self._latest
             reuse = latest is not None and pasts is latest[0]
-            kwargs[self._cache_arg] = latest[1] if reuse else DynamicCache(list(pasts))
+            kwargs[self._cache_arg] = latest[1] if reuse else self._new_cache(pasts)
         self._latest = None  # the forward extends the cache object in place
         out = self.model(ids.to(device), **kwargs)
         self.forwards += 1

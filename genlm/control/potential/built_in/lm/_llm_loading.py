@@ -5,14 +5,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import torch
-from genlm.backend.llm import AsyncLM
-from genlm.backend.tokenization.token import Token
-
 from genlm.control.embedded import resolve
+
+if TYPE_CHECKING:  # torch and genlm-backend are imported on use: seconds at start-up
+    from genlm.backend.llm import AsyncLM
+    from genlm.backend.tokenization.token import Token
 
 BACKENDS = ("hf", "vllm", "mock")
 _TRUE = {"1", "on", "yes", "true"}
@@ -167,7 +167,11 @@ def _vllm_importable() -> bool:
 
 def _vllm_usable() -> bool:
     """Whether the default backend is vLLM: CUDA and the vllm package."""
-    return torch.cuda.is_available() and _vllm_importable()
+    if not _vllm_importable():
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _max_positions(model: Any) -> int | None:
@@ -205,6 +209,8 @@ def _check_lora(llm: AsyncLM, lora_name: str | None) -> str | None:
         return None
     if not isinstance(lora_name, str):
         raise TypeError(f"lora_name must be a str, got {lora_name!r}")
+    from genlm.backend.llm import AsyncLM
+
     if type(llm).add_new_lora is AsyncLM.add_new_lora:
         raise ValueError(
             f"LoRA adapter {lora_name!r} requested, but {type(llm).__name__} does not support LoRA adapters"
