@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from genlm.control.embedded import model_path
-from genlm.control.embedded._gpt2 import Cache, TinyGPT2
+from genlm.control.embedded.gpt2 import Cache, TinyGPT2
 from genlm.control.potential.built_in.lm._hf_batch import CachedTransformer
 
 
