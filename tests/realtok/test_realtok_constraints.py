@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from test_realtok_vocab import random_texts
+from toys.realtok_checks import random_texts
 
 from genlm.control import BoolCFG, BoolFSA, CanonicalTokenization, JsonSchema
 from genlm.control.potential.built_in.engine.guided import GuidedCoerced
