@@ -153,7 +153,11 @@ async def main() -> None:
     ap.add_argument("--backends", default="hf", help="comma-separated: hf, vllm")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="unconstrained,regex", help="workloads: unconstrained, regex")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1, as vLLM's CPU engine sets)")
     args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
     rows = []
     for kind in args.kinds.split(","):
         models = load(kind, args.backends.split(","))
