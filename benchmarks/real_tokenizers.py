@@ -19,6 +19,9 @@ same model, batch and number of tokens, timed back to back with the runs:
 - `vLLM floor` (with `--backends` naming vllm): the same decode done by vLLM's engine
   itself, N requests of that many tokens (temperature 1, EOS ignored) stepped together.
 
+A ratio is the median over repeats of (run / floor) for the floor timed just before
+the run, so a machine whose load changes slows both alike.
+
 `vllm` needs the vllm package (CI's second environment, `requirements-vllm-cpu.txt`).
 """
 
@@ -128,8 +131,10 @@ async def measure(kind: str, models: dict, names: list[str], repeats: int) -> li
                 wall, steps = await smc_seconds(llm, sampler, n, r + 1)
                 per_step.append(1e3 * wall / steps)
             row = {"kind": kind, "vocab": len(llm.vocab_eos), "workload": label, "backend": backend, "n": n,
-                   "ms_per_step": statistics.median(per_step),
-                   **{f"{k}_floor_ms_per_step": statistics.median(v) for k, v in floor_ms.items()}}
+                   "ms_per_step": statistics.median(per_step)}
+            for k, v in floor_ms.items():
+                row[f"{k}_floor_ms_per_step"] = statistics.median(v)
+                row[f"{k}_floor_ratio"] = statistics.median(a / b for a, b in zip(per_step, v))
             rows.append(row)
             print(row, file=sys.stderr, flush=True)
     return rows
@@ -142,7 +147,7 @@ def table(rows: list[dict]) -> str:
         cells = [f"{r['kind']} ({r['vocab']:,})", r["workload"], r["backend"], f"{r['ms_per_step']:.2f}"]
         for k in ("hf", "vllm"):
             f = r.get(f"{k}_floor_ms_per_step")
-            cells += ["", ""] if f is None else [f"{f:.2f}", f"**{r['ms_per_step'] / f:.2f}×**"]
+            cells += ["", ""] if f is None else [f"{f:.2f}", f"**{r[f'{k}_floor_ratio']:.2f}×**"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
