@@ -104,8 +104,12 @@ def test_prompt_round_trips_on_vllm_rows(vllm, hf, kind):
         assert b"".join(bytes(t) for t in cont) == text.encode()
         prompted.append((a, b, cont))
 
-    async def all_rows(which):
-        calls = [llm.logw_next(ctx) for pair in prompted for llm, ctx in ((pair[which], []), (pair[which], pair[2]))]
+    async def all_rows(side: int) -> np.ndarray:
+        """Rows at each prompt and after its text, all in one batch, on vLLM (0) or HF (1)."""
+        calls = []
+        for pair in prompted:
+            llm, cont = pair[side], pair[2]
+            calls += [llm.logw_next([]), llm.logw_next(cont)]
         return np.stack([np.asarray(r.weights) for r in await asyncio.gather(*calls)])
 
     got = run(all_rows(0))
