@@ -1,8 +1,9 @@
 """The real-tokenizer checks (`realtok_cases.py`) on a vLLM engine over the Llama-shaped
 model with Mistral 7B's SentencePiece vocabulary (32,000 pieces, byte fallback: ids
 3-258 are `<0x00>`..`<0xFF>`), built by `toys/real_tokenizers.py`. One engine for the
-module. Checks that do not read the LM's rows run once, on the HF backend, in
-`tests/realtok` (see `realtok_cases.py`)."""
+module. Checks whose result does not depend on the backend, as they read no LM rows (the converted
+tokenizer against the original, the regex/Lark/JSON engine coercions pinned to the
+generic ones), run once, on the HF backend, in `tests/realtok`; see `realtok_cases.py`."""
 
 import pytest
 from realtok_cases import *  # noqa: F403 (the shared tests)

@@ -1,8 +1,9 @@
 """The real-tokenizer checks (`realtok_cases.py`) on a vLLM engine over the Llama-shaped
 model with Mistral NeMo's tekken byte-level BPE (131,072 tokens: 1,000 special tokens,
 then the 256 bytes at ids 1000-1255, then merged pieces), built by
-`toys/real_tokenizers.py`. One engine for the module. Checks that do not read the LM's
-rows run once, on the HF backend, in `tests/realtok` (see `realtok_cases.py`)."""
+`toys/real_tokenizers.py`. One engine for the module. Checks whose result does not depend on the backend, as they read no LM rows (the converted
+tokenizer against the original, the regex/Lark/JSON engine coercions pinned to the
+generic ones), run once, on the HF backend, in `tests/realtok`; see `realtok_cases.py`."""
 
 import pytest
 from realtok_cases import *  # noqa: F403 (the shared tests)
