@@ -4,6 +4,7 @@
     python benchmarks/run.py --repeats 9 --only unconstrained,regex
     python benchmarks/run.py --only structured --structured-ref 041.json   # see structured.py
     python benchmarks/run.py --backend vllm      # ms per step on vLLM beside HF (vllm_steps.py)
+    python benchmarks/real_tokenizers.py --backends hf,vllm   # 32k and 131k real vocabularies, both floors
 
 Prints a markdown table and writes the raw timings to
 benchmarks/results/latest.json. Each workload and its floor (plain batched

@@ -3,22 +3,13 @@ the originals, byte pieces decode to their byte and stay distinct tokens by id, 
 round-trips through prompts and `tokenize` (leading spaces, newlines, non-ASCII)."""
 
 import asyncio
-import random
 
 import numpy as np
 import pytest
 from toys.real_tokenizers import reference_encoder
+from toys.realtok_checks import TEXTS, random_texts
 
 from genlm.control.potential.built_in.lm._text_encoding import continuation_encoder
-
-ALPHABET = list("ab cXY  \n\t.,!?'07éü€日本🙂\u00a0-_<>") + ["  ", "\n\n", " the", "ing"]
-TEXTS = [" leading space", "  two spaces", "line\nbreak\n", "\n starts with a newline",
-         "héllo wörld 日本語 🙂", "\ttab and trailing  ", "a\n\nb  c", "   "]
-
-
-def random_texts(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 16))) for _ in range(n)]
 
 
 def test_converted_tokenizer_encodes_like_the_original(real_llm, kind):

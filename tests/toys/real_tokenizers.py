@@ -1,7 +1,9 @@
 """Small Llama-shaped models over real tokenizers, built from `mistral_common`'s data files.
 
 Two kinds, each a Hugging Face model directory (`config.json`, weights, `tokenizer.json`)
-with random weights and a tiny hidden size, so that a forward costs little on a CPU:
+with random weights and a tiny hidden size (32; four heads of 32 dimensions, the smallest
+head size vLLM's CPU kernels take), so that a forward costs little on a CPU, on the Hugging
+Face backend and on vLLM's:
 
 - `"spm"`: Mistral 7B's SentencePiece vocabulary (`tokenizer.model.v1`, 32,000 pieces,
   byte fallback: ids 3-258 are `<0x00>`..`<0xFF>`, `▁` for spaces), converted with
@@ -33,7 +35,7 @@ KINDS = ("spm", "tekken")
 SPM_FILE = "tokenizer.model.v1"
 TEKKEN_FILE = "tekken_240911.json"
 # The builder's own version: bump it when what it writes changes.
-BUILDER_VERSION = 4
+BUILDER_VERSION = 5
 
 
 
@@ -133,6 +135,8 @@ def build_model(kind: str, out: str | os.PathLike, seed: int = 0, hidden: int = 
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
+        # vLLM's CPU attention kernels take head sizes of 32 and more (not hidden // heads = 8)
+        head_dim=32,
         max_position_embeddings=1024,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,

@@ -166,6 +166,28 @@ def test_vocabulary_mismatch_is_a_clear_error(tmp_path):
         PromptedLLM.from_name(EMBEDDED_MODEL, backend="vllm", tokenizer=str(tmp_path))
 
 
+def test_head_size_the_cpu_kernels_do_not_take_is_a_clear_error(tmp_path):
+    """On vLLM's CPU build, a model with 8-dimensional heads (its attention kernels take
+    32 and up) fails before an engine starts, naming the size; elsewhere nothing is checked."""
+    import json
+    import types
+
+    from genlm.control.embedded import model_path
+    from genlm.control.potential.built_in.lm._vllm import _cpu_head_sizes, check_head_size
+
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 4096,
+              "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+              "num_attention_heads": 4, "num_key_value_heads": 2}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if _cpu_head_sizes() is not None:
+        with pytest.raises(ValueError, match=r"attention heads of 8 dimensions, which vLLM's CPU attention does not take"):
+            PromptedLLM.from_name(str(tmp_path), backend="vllm", tokenizer=str(model_path()))
+    check_head_size(types.SimpleNamespace(hidden_size=32, num_attention_heads=4, head_dim=32), "m", [32, 64])
+    check_head_size(types.SimpleNamespace(hidden_size=32, num_attention_heads=4), "m", None)
+    with pytest.raises(ValueError, match="heads of 8 dimensions"):
+        check_head_size(types.SimpleNamespace(hidden_size=32, num_attention_heads=4, head_dim=None), "m", [32])
+
+
 def test_unknown_model_offline_is_a_clear_error(monkeypatch):
     from genlm.control.potential.built_in.lm._llm_loading import ModelNotAvailableError
 

@@ -19,9 +19,10 @@ step aborts the batch's unfinished requests and the engine stays usable).
 Only public vLLM names are used: `EngineArgs`, `LLMEngine` (`add_request`,
 `step`, `abort_request`, `add_lora`, `remove_lora`, `reset_prefix_cache`,
 `engine_core.shutdown`), `SamplingParams`, `LoRARequest` and the logits
-processor interface. The engine runs in this process
-(`VLLM_ENABLE_V1_MULTIPROCESSING=0`), so the captured rows are the engine's
-own tensors, on vLLM's V1 model runner (`VLLM_USE_V2_MODEL_RUNNER=0`; the V2
+processor interface; on the CPU build, the CPU attention backend's list of head
+sizes is read where present, to refuse a model it cannot run before the engine
+starts. The engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), so
+the captured rows are the engine's own tensors, on vLLM's V1 model runner (`VLLM_USE_V2_MODEL_RUNNER=0`; the V2
 runner takes logits processors of another interface).
 """
 
@@ -135,9 +136,10 @@ class VLLMBackend(AsyncLM):
                 async scheduling off unless set here.
 
         Raises:
-            ValueError: the tokenizer has more tokens than the model's vocabulary, or
+            ValueError: the tokenizer has more tokens than the model's vocabulary,
                 options that put the workers in other processes (a parallel size
-                above 1); both checked before the engine starts; any option vLLM rejects.
+                above 1), or on vLLM's CPU build an attention head size its kernels do
+                not take; all checked before the engine starts; any option vLLM rejects.
             TypeError: an option `EngineArgs` does not have.
         """
         opts = {**(engine_opts or {}), **kwargs}
@@ -155,6 +157,7 @@ class VLLMBackend(AsyncLM):
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_name, trust_remote_code=trust)
         config = AutoConfig.from_pretrained(model_name, trust_remote_code=trust)
         check_vocabulary(len(tokenizer), getattr(config.get_text_config(), "vocab_size", None), tokenizer_name, model_name)
+        check_head_size(config.get_text_config(), model_name, _cpu_head_sizes())
         sink: dict[str, torch.Tensor] = {}
         capture = _capture_class(sink)
         opts["logits_processors"] = list(opts.get("logits_processors") or []) + [capture]
@@ -368,4 +371,38 @@ def check_vocabulary(n_tokens: int, vocab_size: int | None, tokenizer: str, mode
         )
 
 
-__all__ = ["ROW_KEY", "VLLMBackend", "check_one_process", "check_vocabulary"]
+def check_head_size(config: Any, model: str, supported: Sequence[int] | None) -> None:
+    """The model's attention head size must be one the engine's attention kernels take
+    (`supported`; None where unknown, and then nothing is checked).
+
+    Raises:
+        ValueError: a head size outside `supported`.
+    """
+    if supported is None:
+        return
+    heads = getattr(config, "num_attention_heads", None)
+    size = getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else None)
+    if size is not None and int(size) not in supported:
+        raise ValueError(
+            f"the model {model!r} has attention heads of {size} dimensions, which vLLM's CPU "
+            f"attention does not take (it takes {sorted(supported)}): use backend='hf' for it"
+        )
+
+
+def _cpu_head_sizes() -> list[int] | None:
+    """The head sizes of vLLM's CPU attention backend on its CPU build; None elsewhere
+    (on CUDA, vLLM picks among several attention backends itself) or where this vLLM
+    does not list them."""
+    try:
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():
+            return None
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+        return [int(n) for n in CPUAttentionBackend.get_supported_head_sizes()]
+    except (ImportError, AttributeError):
+        return None
+
+
+__all__ = ["ROW_KEY", "VLLMBackend", "check_head_size", "check_one_process", "check_vocabulary"]
