@@ -1,4 +1,5 @@
-"""`format` as an assertion, for the JSON Schema formats whose language is regular.
+"""`format` as an assertion: on prefixes for the formats whose language is regular,
+on the whole document for two that are not.
 
 Each checked format is one ASCII regular expression `R` (full-match semantics) and,
 for `hostname`, a length cap: a string has the format iff `re.fullmatch(R, s,
@@ -19,9 +20,22 @@ the two agree by construction.
 - `uri`: a scheme, `:`, then RFC 3986 characters (unreserved, reserved, `%HH`);
   `uri-reference`: RFC 3986 characters only. These check the characters, not the
   hierarchical grammar of RFC 3986.
-- `json-pointer`: RFC 6901 (`/`-separated tokens, `~` only as `~0` or `~1`).
+- `json-pointer`: RFC 6901 (`/`-separated tokens, `~` only as `~0` or `~1`);
+  `relative-json-pointer`: a non-negative integer without leading zeros, then `#`
+  or a JSON pointer (draft-handrews-relative-json-pointer-01, as `jsonschema`
+  reads it).
 
-Every other format (`regex`, `idn-email`, `iri`, `duration`, `uri-template`,
+Two formats are not regular and are checked on the whole document only
+(`DOCUMENT_FORMATS`; a schema that uses one is read as a superset on prefixes and
+its complete documents go through `_json_residual`), with the checks `jsonschema`
+uses:
+
+- `idn-hostname`: IDNA 2008 (RFC 5890/5891: code points, contextual rules, bidi,
+  label and name lengths), as the `idna` package encodes it;
+- `regex`: a pattern Python's `re` compiles, the dialect `JsonSchema` reads
+  `pattern` in (JSON Schema names ECMA-262; the two agree on the common syntax).
+
+Every other format (`idn-email`, `iri`, `duration`, `uri-template`,
 OpenAPI's `int32`, `binary`, ...) is an annotation and constrains nothing, as
 JSON Schema 2020-12 specifies for a validator without the format-assertion
 vocabulary.
@@ -71,9 +85,43 @@ FORMATS: dict[str, str] = {
     "uri-reference": rf"{_URI_CHAR}*",
     "json-pointer": r"(/([^~/]|~[01])*)*",
 }
+FORMATS["relative-json-pointer"] = rf"(0|[1-9][0-9]*)(#|{FORMATS['json-pointer']})"
 MAX_LENGTH = {"hostname": 253}
 _COMPILED = {name: re.compile(rx, re.ASCII) for name, rx in FORMATS.items()}
 _PATTERNS: dict = {}
+
+
+def _idn_hostname(text: str) -> bool:
+    try:
+        import idna
+    except ImportError:  # pragma: no cover - `idna` comes with `requests`
+        raise ValueError("format 'idn-hostname' is checked with the `idna` package, "
+                         "which is not installed") from None
+    try:
+        idna.encode(text)
+    except UnicodeError:  # idna.IDNAError and its subclasses
+        return False
+    return True
+
+
+def _regex(text: str) -> bool:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FutureWarning on a set that may change meaning
+        try:
+            re.compile(text)
+        except (re.error, RecursionError, OverflowError, ValueError):
+            return False
+    return True
+
+
+DOCUMENT_FORMATS = {"idn-hostname": _idn_hostname, "regex": _regex}
+
+
+def has_document_format(value: str) -> bool:
+    """Whether `value` is a format checked on the whole document only."""
+    return isinstance(value, str) and value in DOCUMENT_FORMATS
 
 
 def has_format(value: str) -> str | None:
@@ -98,20 +146,24 @@ def format_pattern(name: str):
 
 
 def format_checker():
-    """A `jsonschema.FormatChecker` that checks exactly the formats above."""
+    """A `jsonschema.FormatChecker` that checks exactly the formats above (`FORMATS`
+    and `DOCUMENT_FORMATS`)."""
     from jsonschema import FormatChecker
 
     checker = FormatChecker(formats=())
     for name in FORMATS:
-        checker.checks(name)(_check(name))
+        checker.checks(name)(_check(name, format_ok))
+    for name, test in DOCUMENT_FORMATS.items():
+        checker.checks(name)(_check(name, lambda _, text, test=test: test(text)))
     return checker
 
 
-def _check(name: str):
+def _check(name: str, ok):
     def check(instance) -> bool:
-        return not isinstance(instance, str) or format_ok(name, instance)
+        return not isinstance(instance, str) or ok(name, instance)
 
     return check
 
 
-__all__ = ["FORMATS", "MAX_LENGTH", "has_format", "format_ok", "format_pattern", "format_checker"]
+__all__ = ["FORMATS", "DOCUMENT_FORMATS", "MAX_LENGTH", "has_format", "has_document_format",
+           "format_ok", "format_pattern", "format_checker"]

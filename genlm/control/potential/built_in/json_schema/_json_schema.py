@@ -358,9 +358,9 @@ def compile_schema(schema: Any) -> Compiled:
     """Validate `schema` and compile it (see the module docstring).
 
     Raises:
-        ValueError: naming the problem: an invalid schema, an unsupported keyword or
-            dialect, a non-local `$ref`, a limit exceeded, or a schema that accepts
-            no document.
+        ValueError: naming the problem: an invalid schema (`InvalidSchemaError`, also a
+            `jsonschema.exceptions.SchemaError`), an unsupported keyword or dialect, a
+            non-local `$ref`, a limit exceeded, or a schema that accepts no document.
     """
     from jsonschema.exceptions import SchemaError
     from jsonschema.validators import validator_for
@@ -375,8 +375,11 @@ def compile_schema(schema: Any) -> Compiled:
     try:
         cls.check_schema(schema)
     except SchemaError as e:
+        from genlm.control.potential.built_in.json_schema._json_errors import InvalidSchemaError
+
         path = "/".join(str(p) for p in e.path)
-        raise ValueError(f"invalid JSON schema at '#/{path}': {e.message}") from None
+        message = f"invalid JSON schema at '#/{path}': {e.message}"
+        raise InvalidSchemaError.from_error(message, e) from None
     except RecursionError:  # `re.compile` of a deeply nested `pattern` (format "regex")
         raise ValueError("invalid JSON schema: a pattern is nested too deeply to compile") from None
     except OverflowError as e:  # `re.compile` of a repeat count beyond 2**32

@@ -11,6 +11,7 @@ constrain a single value of each type. Read exactly: `type`, bounds, lengths,
   `additionalProperties` or of any pattern's schema;
 - a `pattern` the byte automaton does not express (lookarounds, anchors inside,
   beyond `MAX_PATTERN_SIZE`): any string;
+- a `format` checked on whole documents only (`idn-hostname`, `regex`): any string;
 - `multipleOf`, `uniqueItems`, `contains`, `minProperties`, `maxProperties`,
   `propertyNames`, `dependentRequired`, `dependentSchemas`, `dependencies`,
   `unevaluatedProperties`, `unevaluatedItems`: not read on prefixes.
@@ -23,6 +24,7 @@ from decimal import Decimal
 from genlm.control.potential.built_in.json_schema._json_format import (
     MAX_LENGTH,
     format_pattern,
+    has_document_format,
     has_format,
 )
 from genlm.control.potential.built_in.json_schema._json_nodes import (
@@ -79,6 +81,8 @@ def string_alt(compiler, keys: dict, where: str) -> Str:
             compiler.inexact.add("pattern")
             pattern = None
     fmt = has_format(keys.get("format"))
+    if has_document_format(keys.get("format")):
+        compiler.inexact.add("format")
     max_len = keys.get("maxLength")
     if fmt is not None:
         checked = format_pattern(fmt)

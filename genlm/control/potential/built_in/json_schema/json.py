@@ -52,8 +52,9 @@ class JsonSchema(CachedRecognizer):
     - `NaN`, `Infinity`, a byte-order mark and lone surrogate escapes are rejected;
     - `pattern` follows `re.search` with ASCII classes (`\\d` = `[0-9]`, as in
       ECMA-262); `multipleOf` is exact on decimals; `format` checks the regular
-      formats of `_json_format` (`date`, `date-time`, `email`, `uuid`, `ipv4`, ...)
-      and ignores the others, as 2020-12 allows.
+      formats of `_json_format` (`date`, `date-time`, `email`, `uuid`, `ipv4`,
+      `relative-json-pointer`, ...) on prefixes, `idn-hostname` and `regex` on
+      whole documents, and ignores the others, as 2020-12 allows.
 
     Keywords are those of the schema's dialect (`$schema`; 2020-12 by default);
     other keys are annotations and are ignored. `prefix` is exact for the keywords
@@ -79,17 +80,22 @@ class JsonSchema(CachedRecognizer):
         schema: a JSON Schema (dict or bool).
         cache_size: the most recognizer states kept per context.
         max_states: interned states kept before the transition memo is reset.
+        validate: accepted for genlm-control 0.4.1 code (`validate=False` skipped its
+            metaschema check); the schema is always checked here, since compiling it
+            needs a valid schema.
 
     Raises:
-        ValueError: for an invalid schema, an unsupported keyword, a non-local
-            `$ref`, a limit exceeded (named), a non-finite number, or a schema
-            no document satisfies.
+        ValueError: for an invalid schema (`InvalidSchemaError`, which is also the
+            `jsonschema.exceptions.SchemaError` 0.4.1 raised), an unsupported
+            keyword, a non-local `$ref`, a limit exceeded (named), a non-finite
+            number, or a schema no document satisfies.
         TypeError: for a schema that is not JSON data (a non-`str` key, a tuple, ...).
     """
 
     stateful = True
 
-    def __init__(self, schema: Any, cache_size: int = 16384, max_states: int = 200_000):
+    def __init__(self, schema: Any, cache_size: int = 16384, max_states: int = 200_000,
+                 validate: bool = True):
         self.schema = schema
         self.cache_size = cache_size
         self.max_states = max_states
