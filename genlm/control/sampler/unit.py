@@ -80,7 +80,7 @@ class FixedLengthBoundary(BoundaryPredicate):
 
     def __init__(self, length: int):
         if is_int(length) and length < 1:
-            raise ValueError(f"Length must be positive: FixedLengthBoundary takes an integer ≥ 1, got {length!r}")
+            raise ValueError(f"Length must be positive: FixedLengthBoundary's length is an integer ≥ 1, got {length!r}")
         self.length = positive_int("FixedLengthBoundary length", length)
 
     def __call__(self, unit_context: list, subunits: list) -> bool:
