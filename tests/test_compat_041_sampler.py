@@ -17,8 +17,8 @@ from toys.tables import NextTable, item_potential, random_rows
 
 from genlm.control import EOS, InferenceVisualizer
 from genlm.control.sampler import DirectTokenSampler, FixedLengthBoundary
-from genlm.control.sampler.set import EagerSetSampler, TopKSetSampler, TrieSetSampler
 from genlm.control.sampler.sequence import Sequences
+from genlm.control.sampler.set import EagerSetSampler, TopKSetSampler, TrieSetSampler
 from genlm.control.util import LazyWeights, draw_from, logsumexp
 
 VOCAB = [b"a", b"ab", b"b"]
