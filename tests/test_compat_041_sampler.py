@@ -199,3 +199,26 @@ def test_importing_the_visualizer_starts_no_server():
         "assert not [t for t in threading.enumerate() if t.name == 'genlm-viz']"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# -- resampling ----------------------------------------------------------------------
+
+
+async def test_a_041_style_resampling_entry_is_used(monkeypatch):
+    from genlm.control.sampler import SMC, direct_token_sampler
+    from genlm.control.sampler import resampling
+
+    calls = []
+
+    def mine(weights):  # 0.4.1's form: normalized weights in, len(weights) ancestors out
+        calls.append(np.asarray(weights).copy())
+        return np.zeros(len(weights), dtype=int)  # every particle copies the first
+
+    monkeypatch.setitem(resampling.RESAMPLING_METHODS, "mine", mine)
+    seqs = await SMC(direct_token_sampler(llm()))(4, 1.0, 4, resampling_method="mine", seed=0)
+    assert calls and all(w.shape == (4,) and w.sum() == pytest.approx(1.0) for w in calls)
+    assert len(seqs.contexts) == 4
+    assert resampling.get_resampling_fn("mine")(np.full(3, 1 / 3)).tolist() == [0, 0, 0]
+    monkeypatch.setitem(resampling.RESAMPLING_METHODS, "short", lambda w: np.zeros(1, dtype=int))
+    with pytest.raises(ValueError, match="one ancestor index per particle"):
+        await SMC(direct_token_sampler(llm()))(4, 1.0, 4, resampling_method="short", seed=0)
