@@ -205,8 +205,7 @@ def test_importing_the_visualizer_starts_no_server():
 
 
 async def test_a_041_style_resampling_entry_is_used(monkeypatch):
-    from genlm.control.sampler import SMC, direct_token_sampler
-    from genlm.control.sampler import resampling
+    from genlm.control.sampler import SMC, direct_token_sampler, resampling
 
     calls = []
 
