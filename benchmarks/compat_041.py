@@ -186,6 +186,34 @@ for module, name in STUBS:
     mod = importlib.import_module(module)
     if not hasattr(mod, name):
         setattr(mod, name, placeholder(module + "." + name))
+
+
+# 0.4.1's tests use pytest-mock's `mocker` (a test dependency, not ours); where it is
+# not installed, a minimal one: `mocker.patch(...)` patches until the test ends.
+try:
+    import pytest_mock  # noqa: F401
+except ImportError:
+    import pytest
+    import unittest.mock
+
+    class _Mocker:
+        def __init__(self):
+            self._patches = []
+
+        def patch(self, target, *args, **kwargs):
+            patcher = unittest.mock.patch(target, *args, **kwargs)
+            self._patches.append(patcher)
+            return patcher.start()
+
+        def stopall(self):
+            while self._patches:
+                self._patches.pop().stop()
+
+    @pytest.fixture
+    def mocker():
+        m = _Mocker()
+        yield m
+        m.stopall()
 """
 
 

@@ -72,15 +72,15 @@ def test_text_is_escaped():
 async def test_visualize_writes_into_serve_dir(tmp_path):
     path = tmp_path / "rec.json"
     await SMC(direct_token_sampler(ab_lm()))(3, 0.5, 3, json_path=path, seed=1)
-    viz = InferenceVisualizer(serve_dir=tmp_path / "pages")
+    viz = InferenceVisualizer(serve_dir=tmp_path / "pages", serve=False)
     url = viz.visualize(path, serve=False)
     assert url.startswith("file://") and (tmp_path / "pages" / "rec.html").exists()
     assert not viz.serving, "no server for a file page"
     viz.shutdown_server()
     assert (tmp_path / "pages" / "rec.html").exists(), "a given folder is the user's"
 
-    tmp_viz = InferenceVisualizer(8000)  # a port, as positional argument, is accepted
-    assert not tmp_viz.serving and tmp_viz.port == 8000, "the constructor starts no server"
+    tmp_viz = InferenceVisualizer(8000, serve=False)  # a port, as positional argument, is accepted
+    assert not tmp_viz.serving and tmp_viz.port == 8000, "serve=False: the constructor starts no server"
     url = tmp_viz.visualize(path, serve=False)
     page = Path(url.removeprefix("file://"))
     assert page.exists()
@@ -94,7 +94,7 @@ def test_bad_sources(tmp_path):
     with pytest.raises(TypeError, match="RunRecord"):
         InferenceVisualizer([1, 2])
     with pytest.raises(ValueError, match="no record"):
-        InferenceVisualizer().to_html()
+        InferenceVisualizer(serve=False).to_html()
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')
     with pytest.raises(ValueError, match="not an SMC record"):
@@ -166,7 +166,7 @@ def test_hostile_strings_are_shown_as_text(field, payload, tmp_path):
     if field == "title":
         path = tmp_path / f"{payload.replace('/', '_')}.json"
         record.to_json(path)
-        InferenceVisualizer(serve_dir=tmp_path / "pages").visualize(path, serve=False)
+        InferenceVisualizer(serve_dir=tmp_path / "pages", serve=False).visualize(path, serve=False)
         page = (tmp_path / "pages" / (path.stem + ".html")).read_text(encoding="utf-8")
         payload = path.name
     else:
@@ -195,7 +195,7 @@ def test_hostile_step_fields_are_refused_from_a_file(field, tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ValueError, match=rf"field steps\[0\]\.{field}"):
-        InferenceVisualizer().to_html(source=path)
+        InferenceVisualizer(serve=False).to_html(source=path)
 
 
 @pytest.mark.parametrize("field", HOSTILE_FIELDS)
@@ -293,7 +293,7 @@ def test_legacy_record_is_read(tmp_path):
     assert record.steps[1].ancestors == [0, 0] and record.steps[2].ancestors is None
     assert record.steps[2].done == [True, False]
     assert record.final_log_weights == [-1.6, float("-inf")]
-    page = InferenceVisualizer().visualize(path, serve=False)
+    page = InferenceVisualizer(serve=False).visualize(path, serve=False)
     assert "0.4.1 record" in Path(page.removeprefix("file://")).read_text(encoding="utf-8")
     path.write_text(json.dumps([{"mode": "elsewhere"}]))
     with pytest.raises(ValueError, match=r"\[0\]\.mode"):
@@ -314,8 +314,8 @@ def _get(url):
 def test_server_starts_on_demand_on_localhost_and_closes(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps(LEGACY))
-    with InferenceVisualizer(port=0) as viz:  # a free port: tests never take 8000
-        assert not viz.serving
+    with InferenceVisualizer(port=0, serve=False) as viz:  # a free port: tests never take 8000
+        assert not viz.serving, "serve=False: started by the first visualize"
         url = viz.visualize(path)
         assert viz.serving and url == f"http://127.0.0.1:{viz.port}/smc.html?path=old.json"
         status, kind, body = _get(url)
@@ -339,13 +339,15 @@ def test_server_starts_on_demand_on_localhost_and_closes(tmp_path):
 
 def test_port_in_use_and_bad_port(tmp_path):
     with InferenceVisualizer(port=0) as first:
-        first.start_server()
+        assert first.serving, "with no source the constructor serves, as 0.4.1's did"
         with pytest.raises(OSError, match="Port .* already in use"):
-            InferenceVisualizer(port=first.port).start_server()
+            InferenceVisualizer(port=first.port)
+        with pytest.raises(OSError, match="Port .* already in use"):
+            InferenceVisualizer(port=first.port, serve=False).start_server()
     with pytest.raises(ValueError, match="port"):
         InferenceVisualizer(port=70000)
-    with pytest.raises(FileNotFoundError, match="JSON file not found"):
-        InferenceVisualizer(port=0).visualize(tmp_path / "none.json")
+    with InferenceVisualizer(port=0) as viz, pytest.raises(FileNotFoundError, match="JSON file not found"):
+        viz.visualize(tmp_path / "none.json")
 
 
 def test_empty_legacy_record_and_the_index(tmp_path):

@@ -39,12 +39,17 @@ class EndOfSequence:
 
         A list or tuple keeps its type; a `bytes`/`str` context becomes the list of
         its items (byte values or characters) followed by the marker.
+
+        Raises:
+            TypeError: any other left operand ("Cannot concatenate <type> with <type>",
+                as in 0.4.1; Python asks `__radd__` only after the left operand's
+                `__add__` declined, so no other method is skipped).
         """
         if isinstance(other, (list, tuple)):
             return type(other)([*other, self])
         if isinstance(other, (bytes, str)):
             return [*other, self]
-        return NotImplemented
+        raise TypeError(f"Cannot concatenate {type(other)} with {type(self)}")
 
 
 EOS = EndOfSequence("EOS")

@@ -86,18 +86,19 @@ def using_rng(rng: np.random.Generator) -> Iterator[None]:
 
 
 class Draw(NamedTuple):
-    """One categorical draw from a row of log weights `w`.
+    """One categorical draw from a row of log weights `w`; it unpacks, as in 0.4.1,
+    as `token, logw, logp`.
 
     Attributes:
         token: the drawn token (EOS of the row when the row has no mass).
-        logp: `log q(token)` with `q = w / Σw`.
         logw: properly weighted log weight of the draw for the target: `log Σw`
             when no target is given, else `target[token] - logp`.
+        logp: `log q(token)` with `q = w / Σw`.
     """
 
     token: Any
-    logp: float
     logw: float
+    logp: float
 
 
 class _Request(NamedTuple):
@@ -271,12 +272,12 @@ def _values_result(weights: LazyWeights, index: int, log_z: float, value: float,
     """The `Draw` of index `index` of a row with `log Σw = log_z`, whose entry there is
     `value` (and the target's `tvalue`); EOS with weight zero for a row without mass."""
     if log_z == NEG_INF:
-        return Draw(weights.decode[-1], NEG_INF, NEG_INF)
+        return Draw(weights.decode[-1], logw=NEG_INF, logp=NEG_INF)
     logp = value - log_z
     if target is None:
-        return Draw(weights.decode[index], logp, log_z)
+        return Draw(weights.decode[index], logw=log_z, logp=logp)
     tvalue = NEG_INF if tvalue != tvalue else tvalue  # a NaN target weight is zero
-    return Draw(weights.decode[index], logp, tvalue - logp)
+    return Draw(weights.decode[index], logw=tvalue - logp, logp=logp)
 
 
 async def draw_many(

@@ -16,8 +16,8 @@ Example:
     from genlm.control import InferenceVisualizer
     sequences = await sampler.smc(n_particles=10, ess_threshold=0.5, max_tokens=20,
                                   json_path="smc_record.json")
-    with InferenceVisualizer() as viz:          # no server yet
-        url = viz.visualize("smc_record.json")  # serves it: http://127.0.0.1:8000/smc.html?path=...
+    with InferenceVisualizer(port=0) as viz:    # serves on a free port
+        url = viz.visualize("smc_record.json")  # http://127.0.0.1:PORT/smc.html?path=...
     InferenceVisualizer("smc_record.json").to_html("run.html")  # one file, no server
     ```
 """
@@ -251,13 +251,15 @@ def _index_page(folder: Path) -> str:
 class InferenceVisualizer:
     """Renders SMC run records (from `smc(..., json_path=...)`) as HTML pages.
 
-    As in genlm-control 0.4.1, `visualize(json_path)` returns a URL on a local HTTP
-    server (`http://127.0.0.1:PORT/smc.html?path=NAME`) and `shutdown_server()` stops
-    it; here the server starts on the first `visualize` (or `start_server()`), never
-    in the constructor, listens on 127.0.0.1 only, and the visualizer is a context
-    manager that shuts it down. `visualize(..., serve=False)` and `to_html` need no
-    server: the page is one self-contained file. Records written by 0.4.1 (a JSON
-    list of steps) are read as well as ours.
+    As in genlm-control 0.4.1, `InferenceVisualizer()` starts a local HTTP server
+    (on port 8000 by default), `visualize(json_path)` returns a URL on it
+    (`http://127.0.0.1:PORT/smc.html?path=NAME`) and `shutdown_server()` stops it.
+    The server listens on 127.0.0.1 only, and the visualizer is a context manager that
+    shuts it down. A visualizer made for a record (`source`) or with `serve=False`
+    starts none until the first `visualize` (or `start_server()`);
+    `visualize(..., serve=False)` and `to_html` need no server: the page is one
+    self-contained file. Records written by 0.4.1 (a JSON list of steps) are read as
+    well as ours. Importing this module binds nothing.
 
     Args:
         source: optional record to render with `to_html`: a `RunRecord`, the path of
@@ -266,9 +268,22 @@ class InferenceVisualizer:
         serve_dir: the folder the server serves and `visualize` writes pages into (a
             temporary folder, made on first use and removed by `shutdown_server`, by
             default).
+        serve: start the server in the constructor; by default (None) when no
+            `source` is given, as 0.4.1's `InferenceVisualizer()` did.
+
+    Raises:
+        OSError: when the constructor starts the server and the port cannot be bound
+            ("Port N is already in use", or the system's error).
     """
 
-    def __init__(self, source: Any = None, port: int | None = None, serve_dir: str | Path | None = None):
+    def __init__(
+        self,
+        source: Any = None,
+        port: int | None = None,
+        serve_dir: str | Path | None = None,
+        *,
+        serve: bool | None = None,
+    ):
         if isinstance(source, int) and not isinstance(source, bool):
             source, port = None, source
         if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536):
@@ -279,6 +294,14 @@ class InferenceVisualizer:
         self._own_dir = False
         self._server: PageServer | None = None
         self._shut = False
+        if serve is None:
+            serve = source is None
+        if serve:
+            try:
+                self.start_server()
+            except BaseException:
+                self.shutdown_server()  # removes the temporary folder made for it
+                raise
 
     @property
     def record(self) -> RunRecord | None:
@@ -338,15 +361,15 @@ class InferenceVisualizer:
                 False: the page file's `file://` URL, with no server.
 
         Raises:
+            RuntimeError: with `serve`, after `shutdown_server()` (checked first).
             FileNotFoundError: if `json_path` does not exist.
             ValueError: if the file is not an SMC record (the message names a bad field).
-            RuntimeError: with `serve`, after `shutdown_server()`.
         """
+        if serve and self._shut:  # checked first, as in 0.4.1
+            raise RuntimeError("Server is not running: this visualizer was shut down (make a new one)")
         json_path = Path(json_path)
         if not json_path.exists():
             raise FileNotFoundError(f"JSON file not found: {json_path}")
-        if serve and self._shut:
-            raise RuntimeError("Server is not running: this visualizer was shut down (make a new one)")
         page = _page_of(json_path)  # checks the record first
         folder = self._folder()
         dest = folder / json_path.name

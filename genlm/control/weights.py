@@ -6,6 +6,7 @@ Weights are a NumPy float64 array on the host or a torch tensor on a device (see
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -67,6 +68,11 @@ def fold_nan(x: Any) -> Any:
     return x
 
 
+class WeightSpaceError(ValueError, AssertionError):
+    """`exp()` of weights not in log space, or `log()` of log weights: a `ValueError`
+    (ours) and an `AssertionError` (what 0.4.1's check raised)."""
+
+
 class LazyWeights:
     """Weights over `vocab + [EOS]`, held as one array and looked up by token.
 
@@ -78,10 +84,15 @@ class LazyWeights:
         decode: index → token.
         log: whether `weights` are in log space.
         fallback: optional second map (e.g. plain bytes → index) consulted when a
-            token is not a key of `encode`.
+            token is not a key of `encode`. Without one, weights over `Token`s (objects
+            with a `byte_string`) take plain bytes too, as in 0.4.1: the first token
+            with those bytes, with 0.4.1's `DeprecationWarning`.
+
+    `np.array(weights)` raises `NotImplementedError` (as in 0.4.1): read `.weights`,
+    or `.host()` for a NumPy copy.
     """
 
-    __slots__ = ("weights", "encode", "decode", "is_log", "fallback")
+    __slots__ = ("weights", "encode", "decode", "is_log", "fallback", "_by_bytes")
 
     def __init__(
         self,
@@ -104,6 +115,7 @@ class LazyWeights:
         self.decode = decode
         self.is_log = log
         self.fallback = fallback
+        self._by_bytes: dict[bytes, int] | None = None
 
     def _spawn(self, weights: np.ndarray, log: bool) -> "LazyWeights":
         return LazyWeights(weights, self.encode, self.decode, log, self.fallback)
@@ -115,9 +127,35 @@ class LazyWeights:
     def index(self, token: Any) -> int | None:
         """The index of `token`, or None when it is not in the vocabulary."""
         i = self.encode.get(token)
-        if i is None and self.fallback is not None:
-            i = self.fallback.get(token)
+        if i is None:
+            if self.fallback is not None:
+                i = self.fallback.get(token)
+            elif type(token) is bytes and self.decode and hasattr(self.decode[0], "byte_string"):
+                i = self._bytes_index(token)
         return i
+
+    def _bytes_index(self, token: bytes) -> int | None:
+        """The first `Token` whose bytes are `token` (0.4.1's deprecated lookup)."""
+        if self._by_bytes is None:
+            self._by_bytes = {}
+            for k, t in enumerate(self.decode):
+                b = getattr(t, "byte_string", None)
+                if isinstance(b, bytes):
+                    self._by_bytes.setdefault(b, k)
+        i = self._by_bytes.get(token)
+        if i is not None:
+            warnings.warn(
+                "Indexing LazyWeights by bytes is deprecated: index by the Token "
+                "(e.g. from llm.tokenize()); plain bytes give the first token with them",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        return i
+
+    def __array__(self, dtype: Any = None, copy: Any = None):
+        raise NotImplementedError(
+            "LazyWeights is not an array: read .weights (or .host() for a NumPy copy)"
+        )
 
     def __getitem__(self, token: Any) -> float:
         i = self.index(token)
@@ -163,14 +201,24 @@ class LazyWeights:
         return self._spawn(w / w.sum(), False)
 
     def exp(self) -> "LazyWeights":
+        """The weights out of log space.
+
+        Raises:
+            WeightSpaceError (a ValueError and an AssertionError): not in log space.
+        """
         if not self.is_log:
-            raise ValueError("weights are not in log space")
+            raise WeightSpaceError("weights are not in log space")
         w = self.weights
         return self._spawn(w.exp() if is_tensor(w) else np.exp(w), False)
 
     def log(self) -> "LazyWeights":
+        """The weights in log space.
+
+        Raises:
+            WeightSpaceError (a ValueError and an AssertionError): already in log space.
+        """
         if self.is_log:
-            raise ValueError("weights are already in log space")
+            raise WeightSpaceError("weights are already in log space")
         if is_tensor(self.weights):
             return self._spawn(self.weights.log(), True)
         with np.errstate(divide="ignore"):
@@ -217,7 +265,7 @@ class LazyWeights:
 
     def assert_equal_unordered(self, other: "LazyWeights", rtol: float = 1e-5, atol: float = 1e-8) -> None:
         """Assert the same tokens with close weights, in any order."""
-        assert set(self.decode) == set(other.decode), "the two weights have different tokens"
+        assert set(self.decode) == set(other.decode), "the two weights have different tokens (keys do not match)"
         for x in self.decode:
             np.testing.assert_allclose(self[x], other[x], rtol=rtol, atol=atol, err_msg=repr(x))
 
@@ -339,4 +387,4 @@ def eos_column(rows: Sequence[LazyWeights]) -> list[float]:
     return [NEG_INF if v != v else v for v in values]
 
 
-__all__ = ["host_rows", "eos_column", "LazyWeights", "LazyWeightsBatch", "logsumexp", "fold_nan", "NEG_INF"]
+__all__ = ["host_rows", "eos_column", "LazyWeights", "LazyWeightsBatch", "logsumexp", "fold_nan", "NEG_INF", "WeightSpaceError"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -41,13 +41,54 @@ from genlm.control.weights import NEG_INF, LazyWeights, fold_nan
 from genlm.control.window import gather_or_cancel
 
 
-class SetSample(NamedTuple):
+class SetSample:
     """A properly weighted set: `tokens[i]` with log weight `logws[i]`, and the log
-    probability `logp` of the random choices that produced it."""
+    probability `logp` of the random choices that produced it.
 
-    tokens: list
-    logws: list
-    logp: float
+    It also unpacks as 0.4.1's result, `weights, logp = await s.sample_set(ctx)`:
+    `weights` is the set as `LazyWeights` over the target's vocabulary (EOS last;
+    `-inf` off the set; a token listed twice has its weights summed).
+    """
+
+    __slots__ = ("tokens", "logws", "logp", "_target")
+
+    def __init__(self, tokens: list, logws: list, logp: float, target: Potential | None = None):
+        self.tokens, self.logws, self.logp, self._target = tokens, logws, logp, target
+
+    def row(self, target: Potential | None = None) -> np.ndarray:
+        """The set's log weights over `target`'s vocabulary (the sampler's by default)."""
+        target = self._target if target is None else target
+        if target is None:
+            raise ValueError("this SetSample was made without a target: pass one")
+        row = target.alloc_logws()
+        lookup = target.lookup
+        for token, logw in zip(self.tokens, self.logws):
+            i = lookup.get(token)
+            if i is not None and logw > NEG_INF:
+                row[i] = np.logaddexp(row[i], logw)
+        return row
+
+    @property
+    def weights(self) -> LazyWeights:
+        """The set as `LazyWeights` over the target's vocabulary (0.4.1's first element)."""
+        return self._target.make_lazy_weights(self.row())
+
+    def __iter__(self):
+        return iter((self.weights, self.logp))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i):
+        return (self.weights, self.logp)[i]
+
+    def __repr__(self) -> str:
+        return f"SetSample(tokens={self.tokens!r}, logws={self.logws!r}, logp={self.logp!r})"
+
+
+class SetTokenTypeError(TypeError, ValueError):
+    """A set sampler's potentials of the wrong token types: a `TypeError` (ours) and a
+    `ValueError` (what 0.4.1 raised)."""
 
 
 class SetSampler(ABC):
@@ -103,9 +144,13 @@ class TrieSetSampler(SetSampler):
         item_potential: a potential over single bytes (ints 0..255).
         memo_size: the most contexts whose carried states and rows are kept.
 
+    `TrieSetSampler` itself draws no sets (as in 0.4.1, its `sample_set` raises
+    `NotImplementedError`): `EagerSetSampler` and `TopKSetSampler` do.
+
     Raises:
-        TypeError: if either is not a `Potential`, `iter_potential`'s tokens are not
-            byte strings or `item_potential`'s are not bytes.
+        TypeError: if either is not a `Potential`.
+        SetTokenTypeError (a TypeError and, as in 0.4.1, a ValueError): if
+            `iter_potential`'s tokens are not byte strings or `item_potential`'s are not bytes.
         ValueError: if `memo_size < 1`.
     """
 
@@ -113,9 +158,13 @@ class TrieSetSampler(SetSampler):
         _check_potential("iter_potential", iter_potential)
         _check_potential("item_potential", item_potential)
         if not all(isinstance(x, bytes) for x in iter_potential.vocab):
-            raise TypeError("TrieSetSampler needs an iter_potential whose tokens are byte strings")
+            raise SetTokenTypeError(
+                "Token type of `iter_potential` must be an iterable of token type of "
+                "`item_potential`: TrieSetSampler needs an iter_potential whose tokens are byte strings"
+            )
         if not all(isinstance(x, int) for x in item_potential.vocab):
-            raise TypeError(
+            raise SetTokenTypeError(
+                "Token type of `iter_potential` must be an iterable of token type of `item_potential`: "
                 f"TrieSetSampler needs an item_potential over bytes (ints 0..255), got {item_potential!r}"
             )
         positive_int("memo_size", memo_size)
@@ -129,6 +178,11 @@ class TrieSetSampler(SetSampler):
         self._byte_index = np.array([lookup.get(b, -1) for b in range(256)], dtype=np.int64)
         coerced = item_potential.coerce(iter_potential, f=b"".join, trie=self.trie)
         self.target = iter_potential * coerced
+
+    async def sample_set(self, context: list, draw: Any = None) -> SetSample:
+        raise NotImplementedError(
+            "TrieSetSampler draws no sets itself: use EagerSetSampler or TopKSetSampler"
+        )
 
     async def logw_eos(self, context: list) -> float:
         """`t(EOS) = w(EOS) + item.logw_next(β(ctx))[EOS]` (log)."""
@@ -169,7 +223,7 @@ class TrieSetSampler(SetSampler):
             log_q += math.log(probs[k])
             log_phi += row[b]
             await view.fetch([node])
-        return SetSample(tokens, logws, log_q)
+        return SetSample(tokens, logws, log_q, self.target)
 
     def byte_logws(self, item_row: np.ndarray, byte_values: np.ndarray) -> np.ndarray:
         """`item_row[b]` for each byte (`-inf` for a byte outside the item vocabulary)."""
@@ -251,7 +305,7 @@ class TopKSetSampler(TrieSetSampler):
         exact_logws = await self.exact_logws(view, top)
         skip = set(top)
         rest = await self.walk(view, self.token_masses(view.w, skip), skip, draw)
-        return SetSample(exact_tokens + rest.tokens, exact_logws + rest.logws, rest.logp)
+        return SetSample(exact_tokens + rest.tokens, exact_logws + rest.logws, rest.logp, self.target)
 
     async def exact_logws(self, view: _Walk, tokens: list[int]) -> list[float]:
         """`log w(x) + log Φ(x)` of each token, walking their byte paths level by level and
@@ -328,11 +382,7 @@ class SetTokenSampler(TokenSampler):
             self.set_sampler.sample_set(list(context), draw=draw), budget_of(self.target, [list(context)])
         )
         target = self.target
-        row = target.alloc_logws()
-        for token, logw in zip(s.tokens, s.logws):
-            i = target.lookup.get(token)
-            if i is not None and logw > NEG_INF:
-                row[i] = np.logaddexp(row[i], logw)
+        row = s.row(target)
         if budget is not None:
             row[~budget.ok[0]] = NEG_INF
         d = await draw_from(target.make_lazy_weights(row), draw=draw)
@@ -360,6 +410,7 @@ __all__ = [
     "SetSample",
     "SetSampler",
     "SetTokenSampler",
+    "SetTokenTypeError",
     "TopKSetSampler",
     "TrieSetSampler",
     "eager_token_sampler",

@@ -138,7 +138,8 @@ class DirectTokenSampler(TokenSampler):
             if proposal.vocab_eos != potential.vocab_eos:
                 raise ValueError(
                     "the proposal's vocabulary must equal the target's, token for token "
-                    f"({len(proposal.vocab)} vs {len(potential.vocab)} tokens)"
+                    f"({len(proposal.vocab)} vs {len(potential.vocab)} tokens): are they from "
+                    "different tokenizers?"
                 )
         warn_slow_rows(potential)
         self.autobatch = autobatch

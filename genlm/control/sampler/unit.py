@@ -20,7 +20,7 @@ import inspect
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable
 
-from genlm.control._args import positive_int
+from genlm.control._args import is_int, positive_int
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.constant import EndOfSequence
 from genlm.control.sampler.token import TokenSampler
@@ -71,9 +71,16 @@ class TokenSetBoundary(BoundaryPredicate):
 
 
 class FixedLengthBoundary(BoundaryPredicate):
-    """A unit ends after `length` subunits."""
+    """A unit ends after `length` subunits.
+
+    Raises:
+        TypeError: `length` is a bool or not an integer.
+        ValueError: `length < 1` ("Length must be positive", 0.4.1's words).
+    """
 
     def __init__(self, length: int):
+        if is_int(length) and length < 1:
+            raise ValueError(f"Length must be positive: FixedLengthBoundary's length is an integer ≥ 1, got {length!r}")
         self.length = positive_int("FixedLengthBoundary length", length)
 
     def __call__(self, unit_context: list, subunits: list) -> bool:

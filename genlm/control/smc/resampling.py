@@ -128,17 +128,39 @@ residual_resample = RESAMPLING_METHODS["residual"]
 
 
 def get_resampler(name: str) -> Scheme:
-    """The scheme called `name`.
+    """The scheme called `name`. An entry a user put into `RESAMPLING_METHODS` in
+    0.4.1's form, a function `f(weights)` of the normalized weights returning
+    `len(weights)` ancestor indices, is served as a `Scheme` that calls it.
 
     Raises:
         ValueError: if `name` is not one of `RESAMPLING_METHODS`.
     """
     try:
-        return RESAMPLING_METHODS[name]
+        scheme = RESAMPLING_METHODS[name]
     except (KeyError, TypeError):
         raise ValueError(
             f"Unknown resampling method {name!r}; choose one of {sorted(RESAMPLING_METHODS)}"
         ) from None
+    return scheme if isinstance(scheme, Scheme) else Scheme(_weights_only(scheme))
+
+
+def _weights_only(fn: Callable) -> Resampler:
+    """The `(rng, weights, n)` form of a 0.4.1-style `fn(weights)` (it brings its own
+    randomness; `n` must be `len(weights)`)."""
+
+    def draw(rng: np.random.Generator, weights: np.ndarray, n: int) -> np.ndarray:
+        if n != len(weights):
+            raise ValueError(f"{getattr(fn, '__name__', fn)!r} takes weights only: it draws len(weights) ancestors")
+        out = np.asarray(fn(np.asarray(weights)))
+        if out.shape != (n,):
+            raise ValueError(
+                f"resampling function {draw.__name__!r} returned shape {out.shape}: "
+                f"it must return one ancestor index per particle ({n})"
+            )
+        return out
+
+    draw.__name__ = getattr(fn, "__name__", "resampler")
+    return draw
 
 
 #: genlm-control 0.4.1's name of `get_resampler`.

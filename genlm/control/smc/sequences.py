@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from genlm.grammar import Float
 
 
+class SequencesLengthError(ValueError, AssertionError):
+    """`Sequences` given a different number of contexts and log weights: a
+    `ValueError` (ours) and an `AssertionError` (what 0.4.1's check raised)."""
+
+
 @dataclass
 class Sequences:
     """Weighted sequences returned by SMC.
@@ -38,6 +43,10 @@ class Sequences:
         log_normalized_weights: `logw - log_total`.
         log_ess, ess: the effective sample size `1 / Σ W²` and its log.
         record: the run record when the run wrote one.
+
+    Raises:
+        ValueError: different numbers of contexts and log weights (an
+            `AssertionError` too, as 0.4.1 raised).
     """
 
     contexts: list
@@ -49,7 +58,7 @@ class Sequences:
         self.contexts = list(self.contexts)
         self.log_weights = fold_nan(np.asarray(self.log_weights, dtype=np.float64).reshape(-1))
         if len(self.contexts) != len(self.log_weights):
-            raise ValueError(
+            raise SequencesLengthError(
                 f"{len(self.contexts)} contexts but {len(self.log_weights)} log weights"
             )
         self.size = len(self.contexts)

@@ -1,0 +1,223 @@
+"""genlm-control 0.4.1's forms of the samplers, draws, weights and visualizer, beside ours.
+
+Each test pins one 0.4.1 usage (an unpacking, an exception type, a constructor that
+serves) together with the form of ours it sits beside.
+"""
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from toys.tables import NextTable, item_potential, random_rows
+
+from genlm.control import EOS, InferenceVisualizer
+from genlm.control.sampler import DirectTokenSampler, FixedLengthBoundary
+from genlm.control.sampler.sequence import Sequences
+from genlm.control.sampler.set import EagerSetSampler, TopKSetSampler, TrieSetSampler
+from genlm.control.util import LazyWeights, draw_from, logsumexp
+
+VOCAB = [b"a", b"ab", b"b"]
+
+
+def llm(seed=0, vocab=VOCAB):
+    return NextTable(vocab, random_rows(len(vocab), seed, 0.0))
+
+
+# -- SMC results and draws -----------------------------------------------------
+
+
+def test_sequences_length_mismatch_is_value_and_assertion_error():
+    for kind in (ValueError, AssertionError):
+        with pytest.raises(kind, match="1 contexts but 2 log weights"):
+            Sequences(contexts=[[b"a"]], log_weights=[0.0, 0.0])
+
+
+async def test_draw_unpacks_as_token_logw_logp():
+    vocab = ["a", "b", "c", EOS]
+    enc = {t: i for i, t in enumerate(vocab)}
+    values = np.array([1.0, 2.0, 3.0, 0.0])
+    log_z = float(logsumexp(values))
+    tok, logw, logp = await draw_from(LazyWeights(values, enc, vocab), draw=lambda chart: "c")
+    assert tok == "c" and logw == pytest.approx(log_z) and logp == pytest.approx(3.0 - log_z)
+    d = await draw_from(LazyWeights(values, enc, vocab), draw=lambda chart: "b")
+    assert (d.token, d.logw, d.logp) == tuple(d)
+    # an importance draw: weighed under the target, `logw = target[token] - logp`
+    target = np.array([0.0, -1.0, -5.0, -2.0])
+    tok, logw, logp = await draw_from(
+        LazyWeights(values, enc, vocab), draw=lambda chart: "a", target=LazyWeights(target, enc, vocab)
+    )
+    assert logp == pytest.approx(1.0 - log_z) and logw == pytest.approx(0.0 - logp)
+
+
+# -- set samplers ----------------------------------------------------------------
+
+
+async def test_sample_set_unpacks_as_weights_and_logp():
+    items = item_potential(b"ab", 3, 0.3)
+    sampler = TopKSetSampler(llm(), items, len(VOCAB))  # every token exact: a deterministic set
+    s = await sampler.sample_set([])
+    weights, logp = s
+    assert logp == s.logp == 0.0 and len(s) == 2
+    assert isinstance(weights, LazyWeights) and list(weights.decode) == list(sampler.target.vocab_eos)
+    weights.assert_equal(await sampler.target.logw_next([]), rtol=1e-9, atol=1e-12)
+    for token, logw in zip(s.tokens, s.logws):  # the pair is the same set as the lists
+        assert weights[token] == pytest.approx(logw)
+    eager = await EagerSetSampler(llm(), items).sample_set([b"a"])
+    row, lp = eager
+    assert lp == eager.logp and row[EOS] == pytest.approx(eager.logws[0])
+
+
+def test_trie_set_sampler_is_constructible_and_draws_no_sets():
+    sampler = TrieSetSampler(llm(), item_potential(b"ab", 3, 0.3))
+    with pytest.raises(NotImplementedError, match="EagerSetSampler"):
+        asyncio.run(sampler.sample_set([]))
+
+
+def test_set_sampler_token_types_are_type_and_value_errors():
+    ints = NextTable([0, 1], random_rows(2, 0, 0.0))
+    for kind in (TypeError, ValueError):
+        with pytest.raises(kind, match="must be an iterable of token type of `item_potential`"):
+            EagerSetSampler(ints, item_potential(b"ab", 3, 0.3))
+        with pytest.raises(kind, match="item_potential over bytes"):
+            EagerSetSampler(llm(), llm())
+
+
+# -- messages that lead with 0.4.1's words -----------------------------------------
+
+
+def test_messages_carry_041_wording():
+    with pytest.raises(TypeError, match=r"Cannot concatenate <class 'int'> with <class '.*EndOfSequence'>"):
+        _ = 42 + EOS
+    assert [1] + EOS == [1, EOS] and (1,) + EOS == (1, EOS)
+    with pytest.raises(ValueError, match="Length must be positive"):
+        FixedLengthBoundary(0)
+    with pytest.raises(TypeError, match="bool"):
+        FixedLengthBoundary(True)
+    with pytest.raises(ValueError, match="different tokenizers"):
+        DirectTokenSampler(llm(), proposal=llm(vocab=[b"a", b"b"]))
+
+
+# -- LazyWeights -----------------------------------------------------------------
+
+
+class _Tok:
+    """A token object with a `byte_string`, as genlm-backend's `Token`."""
+
+    def __init__(self, i, b):
+        self.token_id, self.byte_string = i, b
+
+    def __hash__(self):
+        return hash((self.token_id, self.byte_string))
+
+    def __eq__(self, other):
+        return isinstance(other, _Tok) and (self.token_id, self.byte_string) == (other.token_id, other.byte_string)
+
+
+def test_lazy_weights_041_checks():
+    lw = LazyWeights(np.array([1.0, 2.0]), {"a": 0, "b": 1}, ["a", "b"])
+    with pytest.raises(NotImplementedError, match=r"\.weights"):
+        np.array(lw)
+    assert lw.host().tolist() == [1.0, 2.0]
+    for kind in (ValueError, AssertionError):
+        with pytest.raises(kind, match="already in log space"):
+            lw.log()
+        with pytest.raises(kind, match="not in log space"):
+            LazyWeights(np.array([1.0, 2.0]), {"a": 0, "b": 1}, ["a", "b"], log=False).exp()
+    other = LazyWeights(np.array([1.0, 2.0]), {"a": 0, "c": 1}, ["a", "c"])
+    with pytest.raises(AssertionError, match="keys do not match"):
+        lw.assert_equal_unordered(other)
+
+
+def test_lazy_weights_over_tokens_take_plain_bytes_with_a_warning():
+    toks = [_Tok(0, b"hi"), _Tok(1, b"hi"), _Tok(2, b"yo")]
+    lw = LazyWeights(np.array([-1.0, -2.0, -3.0]), {t: i for i, t in enumerate(toks)}, toks)
+    with pytest.warns(DeprecationWarning, match="Indexing LazyWeights by bytes is deprecated"):
+        assert lw[b"hi"] == -1.0  # the first token with those bytes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lw[toks[1]] == -2.0  # a Token is looked up directly, silently
+        assert lw[b"missing"] == -math.inf
+    # an explicit fallback map is consulted instead, without a warning
+    plain = LazyWeights(np.array([-1.0, -2.0]), {"x": 0, "y": 1}, ["x", "y"], fallback={b"y": 1})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plain[b"y"] == -2.0 and plain[b"x"] == -math.inf
+
+
+# -- InferenceVisualizer -----------------------------------------------------------
+
+RECORD = [{"step": 1, "mode": "init", "particles": [{"contents_incr": "h", "logweight": "-1.5", "weight_incr": "-1.5"}]}]
+
+
+def _get(url):
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.status, r.read()
+
+
+def test_visualizer_serves_from_its_constructor(tmp_path):
+    viz = InferenceVisualizer(port=0, serve_dir=tmp_path)  # 0.4.1's form (on a free port)
+    try:
+        assert viz.serving
+        (tmp_path / "rec.json").write_text(json.dumps(RECORD))
+        status, body = _get(f"http://127.0.0.1:{viz.port}/rec.json")  # written straight into serve_dir
+        assert status == 200 and json.loads(body) == RECORD
+    finally:
+        viz.shutdown_server()
+    assert not viz.serving and (tmp_path / "rec.json").exists()
+    with pytest.raises(RuntimeError, match="Server is not running"):
+        viz.visualize(tmp_path / "missing.json")  # checked before the file, as in 0.4.1
+    # our forms start nothing: a record to render, or serve=False
+    lazy = InferenceVisualizer(port=0, serve=False)
+    assert not lazy.serving
+    assert not InferenceVisualizer(tmp_path / "rec.json").serving
+    lazy.shutdown_server()
+
+
+def test_visualizer_bind_failure_raises_from_the_constructor_and_cleans_up(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with InferenceVisualizer(port=0) as first:
+        made = list(tmp_path.glob("smc_viz_*"))
+        assert len(made) == 1  # the running visualizer's folder
+        with pytest.raises(OSError, match=f"Port {first.port} is already in use"):
+            InferenceVisualizer(port=first.port)
+        assert list(tmp_path.glob("smc_viz_*")) == made, "the failed one's folder is removed"
+    assert list(tmp_path.glob("smc_viz_*")) == []
+
+
+def test_importing_the_visualizer_starts_no_server():
+    code = (
+        "import threading, genlm.control, genlm.control.viz;"
+        "assert not [t for t in threading.enumerate() if t.name == 'genlm-viz']"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# -- resampling ----------------------------------------------------------------------
+
+
+async def test_a_041_style_resampling_entry_is_used(monkeypatch):
+    from genlm.control.sampler import SMC, direct_token_sampler, resampling
+
+    calls = []
+
+    def mine(weights):  # 0.4.1's form: normalized weights in, len(weights) ancestors out
+        calls.append(np.asarray(weights).copy())
+        return np.zeros(len(weights), dtype=int)  # every particle copies the first
+
+    monkeypatch.setitem(resampling.RESAMPLING_METHODS, "mine", mine)
+    seqs = await SMC(direct_token_sampler(llm()))(4, 1.0, 4, resampling_method="mine", seed=0)
+    assert calls and all(w.shape == (4,) and w.sum() == pytest.approx(1.0) for w in calls)
+    assert len(seqs.contexts) == 4
+    assert resampling.get_resampling_fn("mine")(np.full(3, 1 / 3)).tolist() == [0, 0, 0]
+    monkeypatch.setitem(resampling.RESAMPLING_METHODS, "short", lambda w: np.zeros(1, dtype=int))
+    with pytest.raises(ValueError, match="one ancestor index per particle"):
+        await SMC(direct_token_sampler(llm()))(4, 1.0, 4, resampling_method="short", seed=0)
