@@ -20,6 +20,7 @@ from genlm.control.potential.built_in.json_schema._json_machine import accepts, 
 from genlm.control.weights import NEG_INF
 
 DEAD, UNKNOWN = -1, -2
+INF = float("inf")
 
 
 class Transitions:
@@ -132,6 +133,30 @@ class CoercedJson(StateRowCoerced):
         row[:-1][ids[self._leaf] >= 0] = 0.0
         row[-1] = 0.0 if t.accepts(state) else NEG_INF
         return row
+
+    # Tokens left to a complete document (`fast_paths.TokensToFinish`, a lower bound)
+
+    @property
+    def batch_tokens_to_finish(self):  # type: ignore[override]
+        return self._tokens_to_finish
+
+    async def _tokens_to_finish(self, contexts) -> np.ndarray:
+        """`⌈max(0, L − |y|) / longest⌉` per next token `y`, `L` the fewest bytes from
+        the context's state to a complete document (`_json_budget`)."""
+        from genlm.control.potential.built_in._byte_budget import token_rows
+        from genlm.control.potential.built_in.json_schema._json_budget import fewest_bytes
+
+        fewest, accepted = [], []
+        t = self.potential.transitions
+        for context in contexts:
+            state = self._state(context)
+            done = state is not None and t.accepts(state)
+            fewest.append(INF if state is None else 0.0 if done else fewest_bytes(state))
+            accepted.append(done)
+        lengths = self.__dict__.get("_token_bytes")
+        if lengths is None:
+            lengths = self._token_bytes = np.array([len(self._map([x])) for x in self.vocab], dtype=np.float64)
+        return token_rows(fewest, accepted, lengths)
 
 
 __all__ = ["CoercedJson", "Transitions"]

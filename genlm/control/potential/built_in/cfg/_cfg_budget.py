@@ -1,0 +1,157 @@
+"""Fewest bytes from an Earley chart to a complete document, and the token bound of
+a coerced grammar built on it (`fast_paths.TokensToFinish`).
+
+The parser runs the prefix grammar of `S · EOS`, so a document is complete once the
+grammar's EOS terminal is read. Per grammar symbol `X`:
+
+    m(X) = fewest bytes of a string X derives          (EOS reads 0 bytes)
+    e(X) = fewest bytes of a string X derives that holds EOS (inf: none)
+
+and the same for every rule remainder `Ys` the parser interns. In column `j` of a
+chart, `C(j, X)` is the fewest bytes after an `X` started at `j` completes, up to
+EOS: over the items `(I, Y, [X | Ys])` waiting for `X` in column `j`,
+
+    C(j, X) = min(e(Ys), m(Ys) + C(I, Y)),   C(0, S) = inf (nothing follows the root)
+
+(items predicted in column `j` itself make this a shortest path within the column).
+After the last column `k`, the fewest bytes to a complete document is the minimum of
+`min(e(Ys), m(Ys) + C(I, X))` over its items `(I, X, Ys)`. A prefix nonterminal may
+derive a cut-off string, which only lowers `m`: the count never exceeds the truth,
+so a token bound made from it prunes only tokens that cannot finish.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
+
+from genlm.control.potential.built_in._byte_budget import token_rows
+from genlm.control.potential.coerce import Coerced
+
+INF = float("inf")
+
+
+def _sum_lengths(body: Sequence[Any], m: dict, e: dict) -> tuple[float, float]:
+    """`(m(body), e(body))` from the symbols' values."""
+    total = sum(m[y] for y in body)
+    with_eos = min((total - m[y] + e[y] for y in body), default=INF)
+    return float(total), float(with_eos)
+
+
+def symbol_lengths(cfg: Any) -> tuple[dict, dict]:
+    """`(m, e)` per symbol of `cfg` (terminals: one byte; the EOS terminal: 0 bytes
+    and holds EOS), by relaxing every rule until nothing changes."""
+    m = {v: (0.0 if v == GRAMMAR_EOS else 1.0) for v in cfg.V}
+    e = {v: (0.0 if v == GRAMMAR_EOS else INF) for v in cfg.V}
+    for x in cfg.N:
+        m.setdefault(x, INF)
+        e.setdefault(x, INF)
+    changed = True
+    while changed:
+        changed = False
+        for r in cfg:
+            mb, eb = _sum_lengths(r.body, m, e)
+            if mb < m[r.head]:
+                m[r.head], changed = mb, True
+            if eb < e[r.head]:
+                e[r.head], changed = eb, True
+    return m, e
+
+
+class ChartDistance:
+    """`fewest(chart)`: the fewest bytes from an Earley chart of `model` to a complete
+    document (inf: none). Per-column tables are kept for the last `size` columns
+    (each keyed by the column object, which the table holds)."""
+
+    def __init__(self, model: Any, size: int = 8192):
+        self.model = model
+        m, e = symbol_lengths(model.cfg)
+        codes = model.intern_Ys
+        self.rest_m = np.full(len(codes), INF)
+        self.rest_e = np.full(len(codes), INF)
+        for ys, code in codes.items():
+            self.rest_m[code], self.rest_e[code] = _sum_lengths(ys, m, e)
+        self.start = model.cfg.S
+        self.size = size
+        self._tables: OrderedDict[int, tuple[Any, dict]] = OrderedDict()
+
+    def _finish(self, chart: Sequence[Any], item: tuple, own: dict) -> float:
+        """Fewest bytes to EOS from an item `(I, X, Ys)` (`Ys` still to read) in the last
+        column of `chart`, `own` the C of that column (earlier columns' tables are already kept)."""
+        i, x, ys = item
+        after = own.get(x, INF) if i == len(chart) - 1 else self._tables[id(chart[i])][1].get(x, INF)
+        return min(self.rest_e[ys], self.rest_m[ys] + after)
+
+    def _cached(self, col: Any) -> dict | None:
+        hit = self._tables.get(id(col))
+        if hit is None or hit[0] is not col:
+            return None
+        self._tables.move_to_end(id(col))
+        return hit[1]
+
+    def table(self, chart: Sequence[Any], j: int) -> dict:
+        """`C(j, ·)` over the nonterminals column `j` of `chart` waits for; the
+        columns before it first, oldest first (no recursion over columns)."""
+        for i in range(j + 1):
+            if self._cached(chart[i]) is None:
+                self._tables[id(chart[i])] = (chart[i], self._column(chart[: i + 1]))
+        out = self._tables[id(chart[j])][1]
+        while len(self._tables) > max(self.size, j + 1):
+            self._tables.popitem(last=False)
+        return out
+
+    def _column(self, cut: Sequence[Any]) -> dict:
+        own: dict = {}
+        rest = self.model.rest_Ys
+        items = [(x, it) for x, its in cut[-1].waiting_for.items() for it in its]
+        changed = True
+        while changed:  # items predicted in this column read `own` itself
+            changed = False
+            for x, (i, y, ys) in items:  # the item's remainder after `x`
+                cost = self._finish(cut, (i, y, rest[ys]), own)
+                if cost < own.get(x, INF):
+                    own[x], changed = cost, True
+        return own
+
+    def fewest(self, chart: Sequence[Any]) -> float:
+        k = len(chart) - 1
+        own = self.table(chart, k)
+        items = [it for its in chart[k].waiting_for.values() for it in its]
+        return min((self._finish(chart, it, own) for it in items), default=INF)
+
+
+class CoercedCFG(Coerced):
+    """`Coerced` for a (Boolean or weighted) grammar, with the token bound of the
+    module docstring when `f` joins bytes (`fast_paths.TokensToFinish`)."""
+
+    @property
+    def batch_tokens_to_finish(self) -> Any:  # type: ignore[override]
+        return self._tokens_to_finish if self.homomorphic and self.trie is not None else None
+
+    def _lengths(self) -> np.ndarray:
+        out = self.__dict__.get("_token_bytes")
+        if out is None:
+            out = self._token_bytes = np.array([len(self._map([t])) for t in self.vocab], dtype=np.float64)
+        return out
+
+    def _distance(self) -> ChartDistance:
+        out = self.__dict__.get("_chart_distance")
+        if out is None:
+            out = self._chart_distance = ChartDistance(self.potential.model)
+        return out
+
+    async def _tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
+        grammar, distance = self.potential, self._distance()
+        fewest, accepted = [], []
+        for context in contexts:
+            chart = grammar.chart(list(self._map(list(context))))
+            done = chart is not None and grammar._prefix_of_chart(grammar._extend(chart, GRAMMAR_EOS)) > -INF
+            fewest.append(INF if chart is None else (0.0 if done else distance.fewest(chart)))
+            accepted.append(done)
+        return token_rows(fewest, accepted, self._lengths())
+
+
+__all__ = ["ChartDistance", "CoercedCFG", "symbol_lengths"]
