@@ -17,7 +17,8 @@ EOS: over the items `(I, Y, [X | Ys])` waiting for `X` in column `j`,
 After the last column `k`, the fewest bytes to a complete document is the minimum of
 `min(e(Ys), m(Ys) + C(I, X))` over its items `(I, X, Ys)`. A prefix nonterminal may
 derive a cut-off string, which only lowers `m`: the count never exceeds the truth,
-so a token bound made from it prunes only tokens that cannot finish.
+so a token bound made from it prunes only tokens that cannot finish: any completion
+after a token `y` reads at least `L(ctx·y)` bytes, at most `longest` bytes a token.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 
-from genlm.control.potential.built_in._byte_budget import token_rows
+from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.coerce import Coerced
 
 INF = float("inf")
@@ -82,7 +83,11 @@ class ChartDistance:
         """Fewest bytes to EOS from an item `(I, X, Ys)` (`Ys` still to read) in the last
         column of `chart`, `own` the C of that column (earlier columns' tables are already kept)."""
         i, x, ys = item
-        after = own.get(x, INF) if i == len(chart) - 1 else self._tables[id(chart[i])][1].get(x, INF)
+        if i == len(chart) - 1:
+            after = own.get(x, INF)
+        else:
+            hit = self._cached(chart[i])
+            after = (hit if hit is not None else self.table(chart[: i + 1], i)).get(x, INF)
         return min(self.rest_e[ys], self.rest_m[ys] + after)
 
     def _cached(self, col: Any) -> dict | None:
@@ -94,10 +99,12 @@ class ChartDistance:
 
     def table(self, chart: Sequence[Any], j: int) -> dict:
         """`C(j, ·)` over the nonterminals column `j` of `chart` waits for; the
-        columns before it first, oldest first (no recursion over columns)."""
-        for i in range(j + 1):
-            if self._cached(chart[i]) is None:
-                self._tables[id(chart[i])] = (chart[i], self._column(chart[: i + 1]))
+        missing columns before it first, oldest first."""
+        first = j + 1
+        while first > 0 and self._cached(chart[first - 1]) is None:
+            first -= 1
+        for i in range(first, j + 1):
+            self._tables[id(chart[i])] = (chart[i], self._column(chart[: i + 1]))
         out = self._tables[id(chart[j])][1]
         while len(self._tables) > max(self.size, j + 1):
             self._tables.popitem(last=False)
@@ -124,34 +131,60 @@ class ChartDistance:
 
 
 class CoercedCFG(Coerced):
-    """`Coerced` for a (Boolean or weighted) grammar, with the token bound of the
-    module docstring when `f` joins bytes (`fast_paths.TokensToFinish`)."""
+    """`Coerced` for a (Boolean or weighted) grammar, with a token bound when `f`
+    joins bytes (`fast_paths.TokensToFinish`): per next token `y`,
+    `⌈L(ctx·y) / longest⌉`, `L` the chart's fewest bytes to a complete document
+    (`ChartDistance`) after `y`'s bytes, read off one walk of the token trie per
+    context (the live nodes only, one Earley column each), kept per context."""
+
+    budget_cache_size = 256
 
     @property
     def batch_tokens_to_finish(self) -> Any:  # type: ignore[override]
         return self._tokens_to_finish if self.homomorphic and self.trie is not None else None
 
-    def _lengths(self) -> np.ndarray:
-        out = self.__dict__.get("_token_bytes")
-        if out is None:
-            out = self._token_bytes = np.array([len(self._map([t])) for t in self.vocab], dtype=np.float64)
-        return out
+    def _budget_parts(self) -> tuple[ChartDistance, RowCache, float]:
+        parts = self.__dict__.get("_budget")
+        if parts is None:
+            longest = max(max((len(self._map([t])) for t in self.vocab), default=1), 1)
+            rows = RowCache(self._bytes_after, self.budget_cache_size)
+            parts = self._budget = (ChartDistance(self.potential.model), rows, float(longest))
+        return parts
 
-    def _distance(self) -> ChartDistance:
-        out = self.__dict__.get("_chart_distance")
-        if out is None:
-            out = self._chart_distance = ChartDistance(self.potential.model)
+    def _bytes_after(self, text: bytes) -> np.ndarray:
+        """Per token, `L(text·y)` (inf: dead); then EOS, 0 where `text` is complete."""
+        grammar, trie = self.potential, self.trie
+        distance = self._budget_parts()[0]
+        out = np.full(len(self.vocab_eos), INF)
+        start = grammar.chart(list(text))
+        if start is None:
+            return out
+        charts, stack, children = {0: start}, [0], trie.children
+        while stack:  # depth first over the live nodes
+            node = stack.pop()
+            for symbol, kid in children[node].items():
+                chart = grammar._extend(charts[node], symbol)
+                if chart is not None:
+                    charts[kid] = chart
+                    stack.append(kid)
+        fewest: dict[int, float] = {}
+        for k, node in enumerate(self._leaf.tolist()):
+            if node in charts:
+                if node not in fewest:
+                    fewest[node] = distance.fewest(charts[node])
+                out[k] = fewest[node]
+        done = grammar._prefix_of_chart(grammar._extend(start, GRAMMAR_EOS)) > -INF
+        out[-1] = 0.0 if done else INF
         return out
 
     async def _tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
-        grammar, distance = self.potential, self._distance()
-        fewest, accepted = [], []
-        for context in contexts:
-            chart = grammar.chart(list(self._map(list(context))))
-            done = chart is not None and grammar._prefix_of_chart(grammar._extend(chart, GRAMMAR_EOS)) > -INF
-            fewest.append(INF if chart is None else (0.0 if done else distance.fewest(chart)))
-            accepted.append(done)
-        return token_rows(fewest, accepted, self._lengths())
+        _, rows, longest = self._budget_parts()
+        out = np.empty((len(contexts), len(self.vocab_eos)))
+        for k, context in enumerate(contexts):
+            after = rows.get(bytes(self._map(list(context))))
+            out[k, :-1] = np.ceil(after[:-1] / longest)
+            out[k, -1] = after[-1]
+        return out
 
 
 __all__ = ["ChartDistance", "CoercedCFG", "symbol_lengths"]

@@ -7,15 +7,19 @@ the schema alone:
 
 - an open string: its closing quote, and one byte per code point below `minLength`;
 - a literal (`true`, `null`, ...): its unread bytes; a number: none (it may be done);
-- an array: `]`, and one byte per item still owed to `minItems`;
-- an object: `}`; a read key its `:` and a value byte; a required key not yet
-  written `"key":` and a value byte (the one being typed excepted);
-- the document: one value byte before any value is opened.
+- an array: `]`, and one byte per item still owed to `minItems` (one after a comma);
+- an object: `}`; a read key its `:` and its value; a required key not yet written
+  `"key":` and its value (the one being typed excepted);
+- the document: its value, before one is opened.
+
+A value not yet opened counts the fewest bytes of its schema node (`value_bytes`:
+the quotes and `minLength` of a string, a literal's spelling, an object's braces and
+required keys, an array's brackets and `minItems` items, one byte for a number).
 
 Every count is bytes that any completion must read, so the sum never exceeds the
 fewest bytes to a complete document; a schema's whole-document check
-(`JsonSchema.document_check`) only removes documents. The token bound itself is
-`cfg._cfg_budget.token_rows`.
+(`JsonSchema.document_check`) only removes documents. `CoercedJson` reads it at the
+state after each next token `y`: at least `⌈L(ctx·y) / longest⌉` tokens follow `y`.
 """
 
 from __future__ import annotations
@@ -31,23 +35,51 @@ from genlm.control.potential.built_in.json_schema._json_machine import (
     LFrame,
     OFrame,
 )
-from genlm.control.potential.built_in.json_schema._json_nodes import Str
+from genlm.control.potential.built_in.json_schema._json_nodes import Arr, Lit, Obj, Str
 from genlm.control.potential.built_in.json_schema._json_string import SFrame
 
 INF = float("inf")
 
 
-def _key_cost(key: str) -> int:
-    return len(key.encode()) + 4  # two quotes, a colon and a value byte
+def value_bytes(node, _open: frozenset = frozenset()) -> int:
+    """The fewest bytes of a value of `node` (a lower bound; 1 for a node met again
+    inside itself, and for a node with no alternatives, which has no value)."""
+    if id(node) in _open or not node.alts:
+        return 1
+    inner = _open | {id(node)}
+    return min(_alt_bytes(alt, inner) for alt in node.alts)
+
+
+def _alt_bytes(alt, inner: frozenset) -> int:
+    if isinstance(alt, Str):
+        return 2 + (min(len(v.encode()) for v in alt.values) if alt.values else alt.min_len)
+    if isinstance(alt, Lit):
+        return len(alt.text)
+    if isinstance(alt, Obj):
+        keys = [_key_cost(k, alt.props.get(k), inner) for k in alt.required]
+        return 2 + sum(keys) + max(0, len(keys) - 1)
+    if isinstance(alt, Arr):
+        items = [alt.fixed[i] if i < len(alt.fixed) else alt.items for i in range(alt.min_items)]
+        return 2 + sum(value_bytes(n, inner) if n is not None else 1 for n in items) + max(0, alt.min_items - 1)
+    return 1  # a number
+
+
+def _key_cost(key: str, node=None, inner: frozenset = frozenset()) -> int:
+    """`"key":` and its value (one byte where the value's node is not known)."""
+    value = 1 if node is None else value_bytes(node, inner)
+    return len(key.encode()) + 3 + value
 
 
 def _object_owes(frame: OFrame, typing_key: bool) -> int:
-    owed = 1
+    owed, alt = 1, frame.alt
+    value = 1
+    if frame.key is not None and frame.key in alt.props:
+        value = value_bytes(alt.props[frame.key])
     if frame.phase == KEY and not typing_key:
-        owed += 2  # the colon and a value byte
+        owed += 1 + value  # the colon and the value
     elif frame.phase == COLONED:
-        owed += 1
-    keys = sorted((_key_cost(k) for k in frame.alt.required - frame.seen), reverse=True)
+        owed += value
+    keys = sorted((_key_cost(k, alt.props.get(k)) for k in alt.required - frame.seen), reverse=True)
     if typing_key and keys:
         keys = keys[1:]  # the key being typed may be one of them
     owed += sum(keys)
@@ -64,11 +96,12 @@ def _frame_owes(frame, above) -> int:
         return len(frame.text) - frame.pos
     if isinstance(frame, AFrame):
         open_item = 1 if frame.phase == VALUE else 0
-        return 1 + max(0, frame.alt.min_items - frame.count - open_item)
+        owed = max(0, frame.alt.min_items - frame.count - open_item)
+        return 1 + max(owed, 1 if frame.phase == NEXT else 0)  # after a comma, an item
     if isinstance(frame, OFrame):
         return _object_owes(frame, typing_key=frame.phase == KEY and isinstance(above, SFrame))
     if isinstance(frame, Doc):
-        return 1 if frame.phase == OPEN else 0
+        return value_bytes(frame.node) if frame.phase == OPEN else 0
     return 0  # a number, which may already be complete
 
 

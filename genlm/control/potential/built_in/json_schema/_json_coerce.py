@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.built_in._state_rows import StateRowCoerced
 from genlm.control.potential.built_in.json_schema._json_machine import accepts, step
 from genlm.control.weights import NEG_INF
@@ -140,23 +141,40 @@ class CoercedJson(StateRowCoerced):
     def batch_tokens_to_finish(self):  # type: ignore[override]
         return self._tokens_to_finish
 
-    async def _tokens_to_finish(self, contexts) -> np.ndarray:
-        """`⌈max(0, L − |y|) / longest⌉` per next token `y`, `L` the fewest bytes from
-        the context's state to a complete document (`_json_budget`)."""
-        from genlm.control.potential.built_in._byte_budget import token_rows
+    def _bytes_after(self, state: frozenset) -> np.ndarray:
+        """Per token, the fewest bytes to a complete document after it from `state`
+        (`_json_budget.fewest_bytes` of the state it leads to; inf: dead); then EOS,
+        0 where `state` accepts. One trie walk per state, kept like the rows."""
         from genlm.control.potential.built_in.json_schema._json_budget import fewest_bytes
 
-        fewest, accepted = [], []
         t = self.potential.transitions
-        for context in contexts:
+        ids = np.full(self.trie.n_nodes, DEAD, dtype=np.int64)
+        ids[0] = t.sid(state)
+        self.trie.walk(ids, lambda par, parents, nodes: t.next_ids(par, self._symbols[nodes]), _live)
+        leaf = ids[self._leaf]
+        out = np.full(len(self.vocab_eos), INF)
+        for i in np.unique(leaf[leaf >= 0]).tolist():
+            out[:-1][leaf == i] = fewest_bytes(t.states[i])
+        out[-1] = 0.0 if t.accepts(state) else INF
+        return out
+
+    async def _tokens_to_finish(self, contexts) -> np.ndarray:
+        """`⌈L(ctx·y) / longest⌉` per next token `y`, `L` the fewest bytes to a
+        complete document (`_bytes_after`); inf for a dead context."""
+        cache = self.__dict__.get("_after_rows")
+        if cache is None:
+            cache = self._after_rows = RowCache(self._bytes_after, self._rows.size)
+        longest = self.__dict__.get("_longest")
+        if longest is None:
+            longest = self._longest = max(max((len(self._map([x])) for x in self.vocab), default=1), 1)
+        out = np.full((len(contexts), len(self.vocab_eos)), INF)
+        for k, context in enumerate(contexts):
             state = self._state(context)
-            done = state is not None and t.accepts(state)
-            fewest.append(INF if state is None else 0.0 if done else fewest_bytes(state))
-            accepted.append(done)
-        lengths = self.__dict__.get("_token_bytes")
-        if lengths is None:
-            lengths = self._token_bytes = np.array([len(self._map([x])) for x in self.vocab], dtype=np.float64)
-        return token_rows(fewest, accepted, lengths)
+            if state is not None:
+                after = cache.get(state)
+                out[k, :-1] = np.ceil(after[:-1] / longest)
+                out[k, -1] = after[-1]
+        return out
 
 
 __all__ = ["CoercedJson", "Transitions"]
