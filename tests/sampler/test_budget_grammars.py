@@ -73,7 +73,12 @@ async def live_texts(potential, alphabet: bytes, depth: int) -> list[bytes]:
     """Texts of at most `depth` bytes of `alphabet` whose `prefix` is finite."""
     out, level = [b""], [b""]
     for _ in range(depth):
-        level = [t + bytes([b]) for t in level for b in alphabet if await potential.prefix(list(t + bytes([b]))) > -math.inf]
+        level = [
+            t + bytes([b])
+            for t in level
+            for b in alphabet
+            if await potential.prefix(list(t + bytes([b]))) > -math.inf
+        ]
         out += level
     return out
 
@@ -87,7 +92,11 @@ def test_chart_distance_is_the_fewest_bytes():
     async def check():
         for text in await live_texts(g, b"()[]x", 3):
             want = await fewest_by_search(g, text, b"()[]x")
-            got = 0.0 if await g.complete(list(text)) > -math.inf else distance.fewest(g.chart(list(text)))
+            got = (
+                0.0
+                if await g.complete(list(text)) > -math.inf
+                else distance.fewest(g.chart(list(text)))
+            )
             assert got == want, (text, got, want)
 
     asyncio.run(check())
@@ -192,3 +201,23 @@ def test_smc_with_the_bound_is_unbiased(kind):
     ratios = np.exp([r.log_ml - exact.log_z for r in asyncio.run(runs())])
     sigma = ratios.std(ddof=1) / math.sqrt(len(ratios))
     assert abs(ratios.mean() - 1) < 4 * sigma + 0.05, (ratios.mean(), sigma)
+
+
+def test_cfg_cheap_rows_are_below_the_walked_rows():
+    """Far from the horizon the grammar's rows come without the trie walk; they never
+    exceed the walked rows (so they prune no more), and the walk is taken near it."""
+    from genlm.control.horizon import using_horizon
+
+    lm = bigram(GRAMMAR_VOCAB)
+    condition = grammar().coerce(lm, f=b"".join)
+    contexts = [[], [b"(("], [b"[", b"(", b"x)"], [b"[", b"x"], [b"x"]]
+
+    async def rows(within: int):
+        condition.budget_walk_within = within
+        with using_horizon(30):
+            return await condition.batch_tokens_to_finish(contexts)
+
+    cheap, walked = asyncio.run(rows(0)), asyncio.run(rows(100))
+    assert (cheap <= walked).all()
+    assert (cheap < walked).any()
+    assert walked[-1, -1] == 0 and np.isinf(walked[0, -1])

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 
+from genlm.control.horizon import tokens_left
 from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.coerce import Coerced
 
@@ -135,9 +136,14 @@ class CoercedCFG(Coerced):
     joins bytes (`fast_paths.TokensToFinish`): per next token `y`,
     `⌈L(ctx·y) / longest⌉`, `L` the chart's fewest bytes to a complete document
     (`ChartDistance`) after `y`'s bytes, read off one walk of the token trie per
-    context (the live nodes only, one Earley column each), kept per context."""
+    context (the live nodes only, one Earley column each), kept per context.
 
-    budget_cache_size = 256
+    The walk costs a few `logw_next`s, so it is taken only where the budget may bind
+    (`_cheap_row`); elsewhere every token gets `⌈max(0, L(ctx) − |y|) / longest⌉`,
+    which is below `⌈L(ctx·y) / longest⌉` and prunes nothing there."""
+
+    budget_cache_size = 256  # contexts whose per-token counts are kept
+    budget_walk_within = 4  # tokens from the horizon where the trie is walked
 
     @property
     def batch_tokens_to_finish(self) -> Any:  # type: ignore[override]
@@ -177,11 +183,42 @@ class CoercedCFG(Coerced):
         out[-1] = 0.0 if done else INF
         return out
 
+    def _cheap_row(self, context: Sequence[Any], text: bytes) -> np.ndarray | None:
+        """`⌈max(0, L(text) − |y|) / longest⌉` per token `y` (EOS last), or None where
+        the budget may bind: within `budget_walk_within` tokens of the horizon, or
+        where `L(text)` comes within that many longest tokens of the tokens left."""
+        grammar = self.potential
+        distance, _, longest = self._budget_parts()
+        chart = grammar.chart(list(text))
+        if chart is None:
+            return np.full(len(self.vocab_eos), INF)
+        r = tokens_left(context)
+        fewest = distance.fewest(chart)
+        within = self.budget_walk_within
+        if r is None or r <= within or fewest > (r - within) * longest:
+            return None
+        lengths = self.__dict__.get("_token_bytes")
+        if lengths is None:
+            lengths = self._token_bytes = np.array([len(self._map([t])) for t in self.vocab], float)
+        out = np.empty(len(self.vocab_eos))
+        out[:-1] = np.ceil(np.maximum(fewest - lengths, 0.0) / longest)
+        out[-1] = 0.0 if fewest == 0 and self._complete_chart(chart) else INF
+        return out
+
+    def _complete_chart(self, chart: Any) -> bool:
+        grammar = self.potential
+        return grammar._prefix_of_chart(grammar._extend(chart, GRAMMAR_EOS)) > -INF
+
     async def _tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
         _, rows, longest = self._budget_parts()
         out = np.empty((len(contexts), len(self.vocab_eos)))
         for k, context in enumerate(contexts):
-            after = rows.get(bytes(self._map(list(context))))
+            text = bytes(self._map(list(context)))
+            cheap = self._cheap_row(context, text)
+            if cheap is not None:
+                out[k] = cheap
+                continue
+            after = rows.get(text)
             out[k, :-1] = np.ceil(after[:-1] / longest)
             out[k, -1] = after[-1]
         return out

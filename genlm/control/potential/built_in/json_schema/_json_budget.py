@@ -60,7 +60,11 @@ def _alt_bytes(alt, inner: frozenset) -> int:
         return 2 + sum(keys) + max(0, len(keys) - 1)
     if isinstance(alt, Arr):
         items = [alt.fixed[i] if i < len(alt.fixed) else alt.items for i in range(alt.min_items)]
-        return 2 + sum(value_bytes(n, inner) if n is not None else 1 for n in items) + max(0, alt.min_items - 1)
+        return (
+            2
+            + sum(value_bytes(n, inner) if n is not None else 1 for n in items)
+            + max(0, alt.min_items - 1)
+        )
     return 1  # a number
 
 
@@ -107,7 +111,9 @@ def _frame_owes(frame, above) -> int:
 
 def stack_owes(stack: tuple) -> int:
     """Bytes that every completion of one configuration reads."""
-    return sum(_frame_owes(f, stack[i + 1] if i + 1 < len(stack) else None) for i, f in enumerate(stack))
+    return sum(
+        _frame_owes(f, stack[i + 1] if i + 1 < len(stack) else None) for i, f in enumerate(stack)
+    )
 
 
 def fewest_bytes(state) -> float:

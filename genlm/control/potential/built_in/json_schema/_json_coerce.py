@@ -150,7 +150,9 @@ class CoercedJson(StateRowCoerced):
         t = self.potential.transitions
         ids = np.full(self.trie.n_nodes, DEAD, dtype=np.int64)
         ids[0] = t.sid(state)
-        self.trie.walk(ids, lambda par, parents, nodes: t.next_ids(par, self._symbols[nodes]), _live)
+        self.trie.walk(
+            ids, lambda par, parents, nodes: t.next_ids(par, self._symbols[nodes]), _live
+        )
         leaf = ids[self._leaf]
         out = np.full(len(self.vocab_eos), INF)
         for i in np.unique(leaf[leaf >= 0]).tolist():
@@ -166,7 +168,9 @@ class CoercedJson(StateRowCoerced):
             cache = self._after_rows = RowCache(self._bytes_after, self._rows.size)
         longest = self.__dict__.get("_longest")
         if longest is None:
-            longest = self._longest = max(max((len(self._map([x])) for x in self.vocab), default=1), 1)
+            longest = self._longest = max(
+                max((len(self._map([x])) for x in self.vocab), default=1), 1
+            )
         out = np.full((len(contexts), len(self.vocab_eos)), INF)
         for k, context in enumerate(contexts):
             state = self._state(context)
