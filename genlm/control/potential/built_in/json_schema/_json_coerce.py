@@ -177,7 +177,8 @@ class CoercedJson(StateRowCoerced):
             if state is not None:
                 after = cache.get(state)
                 out[k, :-1] = np.ceil(after[:-1] / longest)
-                out[k, -1] = after[-1]
+                ends = after[-1] == 0 and self.potential.document_ok(self._map(context))
+                out[k, -1] = 0.0 if ends else INF  # EOS as `complete` says
         return out
 
 
