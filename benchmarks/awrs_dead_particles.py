@@ -9,7 +9,7 @@ allowed mass is zero), or EOS was forced at `max_tokens` before the regex could 
 With the run's token budget (`smc(..., budget_aware=True)`, the default) no token is
 drawn after which the regex cannot end within `max_tokens`; `--budget on,off` runs both.
 
-    python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference] [--budget on,off]
+    python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference] [--budget on,off] [--end-twist none,1e-3]
     /tmp/v041/bin/python benchmarks/awrs_dead_particles.py --model /tmp/tinymodel/tiny
 """
 
@@ -108,6 +108,16 @@ async def reference_row(llm, fsa, seeds: int) -> str:
     return f"| reference loop | {engine_name(AUTOMATON)} | | {dead}/{N_PARTICLES * seeds} | {some}/{seeds} | | | | | |"
 
 
+def final_ess(log_weights) -> float:
+    """`1 / Σ w_i²` of the normalized final weights, over N (0: every weight zero)."""
+    logw = np.asarray(log_weights, dtype=np.float64)
+    if not np.isfinite(logw).any():
+        return 0.0
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    return float(1.0 / np.sum(w**2) / len(w))
+
+
 async def main(args) -> None:
     llm = load_llm(args.model, PROMPT)
     fsa = BoolFSA.from_regex(PATTERN)
@@ -117,17 +127,20 @@ async def main(args) -> None:
     )
     print(
         "| sampler | coercion | budget | condition tokens | dead / particles | runs with a dead particle "
-        "| runs with Ẑ = 0 | live off the language | mean finite log_ml | distinct live strings / run | s |"
+        "| runs with Ẑ = 0 | live off the language | mean finite log_ml | distinct live strings / run "
+        "| final ESS / N | s |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for engine in ENGINES:
         condition = coerce(fsa, llm, engine)
         for name in samplers_of(engine):
             sampler = (
                 AWRS(llm, condition) if name == "awrs" else direct_token_sampler(llm * condition)
             )
-            for budget in args.budget if SEEDED else [None]:
+            for budget, twist in [(b, t) for b in (args.budget if SEEDED else [None]) for t in args.end_twist]:
                 extra = {} if budget is None else {"budget_aware": budget}
+                if twist is not None:
+                    extra["end_twist"] = twist
                 start = time.perf_counter()
                 runs = await run_many(
                     sampler,
@@ -142,10 +155,12 @@ async def main(args) -> None:
                 zero = sum(s.log_ml == -math.inf for s in runs)
                 some = sum(any(w == -math.inf for w in s.log_weights) for s in runs)
                 label = {True: "on", False: "off", None: "-"}[budget]
+                label += "" if twist is None else f", end_twist {twist:g}"
+                ess = np.mean([final_ess(s.log_weights) for s in runs])
                 print(
                     f"| {name} | {engine_name(engine)} | {label} | {len(condition.vocab)} | {dead}/{total} | "
                     f"{some}/{len(runs)} | {zero}/{len(runs)} | {outside} | {log_ml:.2f} | {distinct:.1f} | "
-                    f"{seconds:.0f} |",
+                    f"{ess:.2f} | {seconds:.0f} |",
                     flush=True,
                 )
     if args.reference:
@@ -161,6 +176,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--budget", type=lambda s: [x == "on" for x in s.split(",")], default=[True],
         help="budget_aware settings to run: on, off or on,off",
+    )
+    parser.add_argument(
+        "--end-twist", type=lambda s: [None if x == "none" else float(x) for x in s.split(",")],
+        default=[None], help="SMC(...)(..., end_twist=) values: none or numbers in (0, 1]",
     )
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     asyncio.run(main(parser.parse_args()))

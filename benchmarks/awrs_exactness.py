@@ -8,7 +8,7 @@ error, the quantiles of `Ẑ/Z` (10%, median, 90%, 99%, max), the runs with `Ẑ
 and the Ẑ-weighted posterior of the three likeliest strings (exact values in the
 header; `log Z` from `genlm.control.testing.enumerate_target`).
 
-    python benchmarks/awrs_exactness.py [--runs 240] [--ess 0,0.5] [--budget on,off]
+    python benchmarks/awrs_exactness.py [--runs 240] [--ess 0,0.5] [--budget on,off] [--end-twist none,1e-4]
     /tmp/v041/bin/python benchmarks/awrs_exactness.py --model /tmp/tinymodel/tiny --log-z -19.0345
 
 Under genlm-control 0.4.1 pass `--log-z` (the exact value this script prints here).
@@ -50,9 +50,11 @@ async def exact_target(llm):
     return exact.log_z, exact.posterior
 
 
-async def measure(sampler, runs: int, ess: float, log_z: float, budget: bool | None) -> str:
+async def measure(sampler, runs: int, ess: float, log_z: float, budget: bool | None, twist=None) -> str:
     start = time.perf_counter()
     extra = {} if budget is None else {"budget_aware": budget}
+    if twist is not None:
+        extra["end_twist"] = twist
     out = await run_many(sampler, range(runs), n_particles=6, ess_threshold=ess, max_tokens=8, **extra)
     seconds = time.perf_counter() - start
     ratios = np.array([math.exp(s.log_ml - log_z) for s in out])
@@ -80,10 +82,10 @@ async def main(args) -> None:
         log_z = args.log_z
     print(f"genlm-control {VERSION}, {args.runs} runs, N = 6, max_tokens = 8\n")
     print(
-        "| sampler | coercion | ESS threshold | budget | E[Ẑ/Z] ± σ | Ẑ/Z p10 / p50 / p90 / p99 / max "
-        "| Ẑ = 0 | posterior an. / a. / the. | s |"
+        "| sampler | coercion | ESS threshold | budget | end_twist | E[Ẑ/Z] ± σ "
+        "| Ẑ/Z p10 / p50 / p90 / p99 / max | Ẑ = 0 | posterior an. / a. / the. | s |"
     )
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     fsa = BoolFSA.from_regex(PATTERN)
     for engine in ENGINES:
         condition = coerce(fsa, llm, engine)
@@ -93,9 +95,11 @@ async def main(args) -> None:
             )
             for ess in args.ess:
                 for budget in args.budget if SEEDED else [None]:
-                    row = await measure(sampler, args.runs, ess, log_z, budget)
-                    label = {True: "on", False: "off", None: "-"}[budget]
-                    print(f"| {name} | {engine_name(engine)} | {ess} | {label} | {row} |", flush=True)
+                    for twist in args.end_twist if SEEDED else [None]:
+                        row = await measure(sampler, args.runs, ess, log_z, budget, twist)
+                        label = {True: "on", False: "off", None: "-"}[budget]
+                        tw = "-" if twist is None else f"{twist:g}"
+                        print(f"| {name} | {engine_name(engine)} | {ess} | {label} | {tw} | {row} |", flush=True)
 
 
 if __name__ == "__main__":
@@ -107,6 +111,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--budget", type=lambda s: [x == "on" for x in s.split(",")], default=[True, False],
         help="budget_aware settings to run: on, off or on,off",
+    )
+    parser.add_argument(
+        "--end-twist", type=lambda s: [None if x == "none" else float(x) for x in s.split(",")],
+        default=[None], help="SMC(...)(..., end_twist=) values: none or numbers in (0, 1]",
     )
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     parser.add_argument(

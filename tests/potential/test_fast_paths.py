@@ -11,6 +11,7 @@ from toys.core import random_tabular
 
 from genlm.control import WFSA, BoolCFG, BoolFSA, JsonSchema, Potential
 from genlm.control.potential import fast_paths
+from genlm.control.potential.built_in.cfg._cfg_budget import CoercedCFG
 from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA
 from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson
 from genlm.control.potential.coerce import Coerced
@@ -61,8 +62,9 @@ CASES = {
         {"cheap_logw_next", "allowed_next", "token_trie", "tokens_to_finish"},
         True,
     ),
-    "coerced-json": (lambda: JsonSchema({"type": "integer"}).coerce([b"1", b"2", b"12"], b"".join), {"token_trie"}, True),
-    "coerced-generic": (lambda: BoolCFG.from_lark('start: "a" start | "b"').coerce(VOCAB, b"".join), {"token_trie"}, True),
+    # a grammar and a schema bound the tokens left by the fewest bytes to a document
+    "coerced-json": (lambda: JsonSchema({"type": "integer"}).coerce([b"1", b"2", b"12"], b"".join), {"token_trie", "tokens_to_finish"}, True),
+    "coerced-generic": (lambda: BoolCFG.from_lark('start: "a" start | "b"').coerce(VOCAB, b"".join), {"token_trie", "tokens_to_finish"}, True),
     # a product ends only where both factors do: it takes the larger of their bounds
     "product": (lambda: Product(_regex().coerce(VOCAB, b"".join), SetChecked()), {"tokens_to_finish"}, True),
     "tempered": (lambda: _regex() ** 2.0, set(), True),
@@ -81,7 +83,8 @@ def test_each_potential_declares_exactly_its_fast_paths(name):
 def test_the_classes_the_cases_build():
     assert type(CASES["coerced-dfa"][0]()) is CoercedDFA
     assert type(CASES["coerced-json"][0]()) is CoercedJson
-    assert type(CASES["coerced-generic"][0]()) is Coerced
+    assert type(CASES["coerced-generic"][0]()) is CoercedCFG
+    assert isinstance(CASES["coerced-generic"][0](), Coerced)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -14,6 +14,7 @@ pytest.importorskip("llguidance")
 
 from genlm.control import WFSA, BoolCFG, BoolFSA, CanonicalTokenization, JsonSchema, Potential  # noqa: E402
 from genlm.control.potential import fast_paths  # noqa: E402
+from genlm.control.potential.built_in.cfg._cfg_budget import CoercedCFG  # noqa: E402
 from genlm.control.potential.built_in.engine.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
 from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA  # noqa: E402
 from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson  # noqa: E402
@@ -50,9 +51,9 @@ def _plans():
         ("regex-not-join", lambda llm: BoolFSA.from_regex(r"[0-9]+"), "llm", lambda xs: join(xs), None, Coerced),
         ("weighted-regex", lambda llm: WFSA.from_regex(r"[0-9]+"), "llm", join, None, CoercedDFA),
         ("lark-exact", lambda llm: BoolCFG.from_lark('start: "1" start | "2"'), "llm", join, None, GuidedCoerced),
-        ("lark-inexact", lambda llm: BoolCFG.from_lark(AMBIGUOUS_LARK), "llm", join, None, Coerced),
+        ("lark-inexact", lambda llm: BoolCFG.from_lark(AMBIGUOUS_LARK), "llm", join, None, CoercedCFG),
         ("lark-inexact-forced", lambda llm: BoolCFG.from_lark(AMBIGUOUS_LARK), "llm", join, True, GuidedCoerced),
-        ("cfg-from-string", lambda llm: BoolCFG.from_string("1: S -> a"), "llm", join, None, Coerced),
+        ("cfg-from-string", lambda llm: BoolCFG.from_string("1: S -> a"), "llm", join, None, CoercedCFG),
         ("json-exact", lambda llm: JsonSchema({"type": "integer"}), "llm", join, None, GuidedCoerced),
         ("json-inexact", lambda llm: JsonSchema({"type": "string"}), "llm", join, None, CoercedJson),
         ("json-inexact-forced", lambda llm: JsonSchema({"type": "string"}), "llm", join, True, GuidedCoerced),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import warnings
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -75,6 +76,7 @@ class SMC:
         terminate_when: Callable[[list], bool] | None = None,
         seed: int | None = None,
         budget_aware: bool = True,
+        end_twist: float | None = None,
     ) -> "Sequences":
         """Run SMC and return the weighted sequences.
 
@@ -99,6 +101,13 @@ class SMC:
                 The target, conditioned on that length, is the same either way, so it
                 changes no expectation; it removes particles that would die at
                 `max_tokens`. False draws from the unpruned rows.
+            end_twist: a factor in `(0, 1]` (None: 1) on the weight of every unfinished
+                particle when resampling decides, taken off when it finishes: an estimate
+                of what ending will cost it (e.g. the LM's probability of EOS). A twist
+                that is 1 at the end changes no expectation (`log_ml` stays unbiased for
+                the same `Z`); it only keeps finished particles, which have paid for
+                EOS, from being resampled away by unfinished ones that have not. See
+                docs/smc.md ("When a few runs carry the mean").
 
         Raises:
             ValueError: for a bad argument, or a `+inf` log weight during the run.
@@ -113,6 +122,7 @@ class SMC:
         get_resampler(resampling_method)
         if not isinstance(budget_aware, (bool, np.bool_)):
             raise TypeError(f"budget_aware must be True or False, got {budget_aware!r}")
+        end_log = _end_twist_log(end_twist)
         # Without resampling, or with a critic that weighs only finished sequences,
         # twisting changes no final weight: the critic is applied once, at the end.
         check_args(n_particles, ess_threshold)
@@ -124,6 +134,7 @@ class SMC:
             twist_with_critic=twist,
             terminate_when=terminate_when,
             budget_aware=bool(budget_aware),
+            end_twist=end_log if ess_threshold > 0 else 0.0,
         )
         # The run holds its models: a shared PromptedLLM's prompt cannot change under it.
         with holding(self.unit_sampler, self.critic) as held:
@@ -188,4 +199,21 @@ def _check_critic_vocabulary(target: Potential, critic: Potential) -> None:
         )
 
 
+def _end_twist_log(end_twist: Any) -> float:
+    """`log end_twist` (0 for None).
+
+    Raises:
+        TypeError: not a real number (a bool included).
+        ValueError: outside `(0, 1]`.
+    """
+    if end_twist is None:
+        return 0.0
+    if isinstance(end_twist, bool) or not isinstance(end_twist, (int, float, np.integer, np.floating)):
+        raise TypeError(f"end_twist must be a number in (0, 1], got {end_twist!r}")
+    if not 0 < float(end_twist) <= 1:
+        raise ValueError(f"end_twist must be in (0, 1], got {end_twist!r}")
+    return math.log(float(end_twist))
+
+
 __all__ = ["SMC"]
+

@@ -80,11 +80,14 @@ class SequenceModel:
         budget_aware: a token sampler draws only tokens after which its target can
             still end within `max_tokens` (`genlm.control.sampler.budget`; the
             length-conditioned target is unchanged).
+        end_twist: the log of `SMC(...)(..., end_twist=)`: added to the twist of every
+            unfinished particle past its first step, 0 once it finishes.
     """
 
     __slots__ = (
         "unit_sampler", "critic", "max_tokens", "twist_with_critic", "terminate_when",
         "verbosity", "budget_aware", "eos", "context", "weight", "twist_amount", "done",
+        "end_twist",
     )
 
     def __init__(
@@ -96,9 +99,11 @@ class SequenceModel:
         terminate_when: TerminateWhen | None = None,
         verbosity: int = 0,
         budget_aware: bool = True,
+        end_twist: float = 0.0,
     ):
         self.unit_sampler = unit_sampler
         self.budget_aware = bool(budget_aware)
+        self.end_twist = float(end_twist)
         self.critic = critic
         self.max_tokens = max_tokens
         self.twist_with_critic = bool(twist_with_critic)

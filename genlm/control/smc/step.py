@@ -147,6 +147,21 @@ async def _scores(critic: Any, contexts: list[list]) -> list:
     return await gather_or_cancel(*(critic.score(c) for c in contexts))
 
 
+def _charge_unfinished(
+    charge: float, contexts: list[list], logws: np.ndarray, twists: np.ndarray, scored: np.ndarray, ends: list
+) -> tuple[np.ndarray, np.ndarray]:
+    """Twists with the end twist: `charge` (a log factor) on each live proposal that
+    has not finished, none on one that has. A context past its first step carried the
+    charge already, and a twist the critic did not score is its old one, so that part
+    is taken off first. The final twist of every particle is free of it, so the
+    estimate of `Z` stays unbiased (twisted SMC); only resampling reads it."""
+    had = np.array([charge if len(c) else 0.0 for c in contexts], dtype=np.float64)
+    live = np.asarray(logws) > NEG_INF
+    base = twists - np.where(scored, 0.0, had)
+    out = np.where(live, base + np.where(np.asarray(ends, dtype=bool), 0.0, charge), twists)
+    return out, scored | live
+
+
 async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: list) -> Proposals:
     """One step of particles that share `model`'s unit sampler and critic.
 
@@ -179,6 +194,8 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
         if rows.size:
             values = await _scores(model.critic, [flatten_units(news[i]) for i in rows.tolist()])
             new_twists[rows] = [float(v) for v in values]
+    if getattr(model, "end_twist", 0.0):
+        new_twists, scored = _charge_unfinished(model.end_twist, lists, logws, new_twists, scored, ends)
     causes = tuple(
         _cause(float(logws[i]), float(new_twists[i]), bool(scored[i]), reported[i] or units[i], bool(made_to_end[i]))
         for i in range(len(news))

@@ -203,9 +203,12 @@ class WCFG(CachedRecognizer):
         return EngineSource("lark", self.lark_grammar, parsed=self.lark_parsed)
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
-        """`Coerced` by Earley over bytes; the parser is built now (or fails on size)."""
+        """`Coerced` by Earley over bytes, with a bound on the tokens left to a complete
+        document (`CoercedCFG`); the parser is built now (or fails on size)."""
+        from genlm.control.potential.built_in.cfg._cfg_budget import CoercedCFG
+
         _ = self.model
-        return super().generic_coercion(other, f, prune, homomorphic, trie)
+        return CoercedCFG(self, other, f, prune=prune, homomorphic=homomorphic, trie=trie)
 
     # Weights -----------------------------------------------------------------
 

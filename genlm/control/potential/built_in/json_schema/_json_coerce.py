@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.built_in._state_rows import StateRowCoerced
 from genlm.control.potential.built_in.json_schema._json_machine import accepts, step
 from genlm.control.weights import NEG_INF
 
 DEAD, UNKNOWN = -1, -2
+INF = float("inf")
 
 
 class Transitions:
@@ -132,6 +134,52 @@ class CoercedJson(StateRowCoerced):
         row[:-1][ids[self._leaf] >= 0] = 0.0
         row[-1] = 0.0 if t.accepts(state) else NEG_INF
         return row
+
+    # Tokens left to a complete document (`fast_paths.TokensToFinish`, a lower bound)
+
+    @property
+    def batch_tokens_to_finish(self):  # type: ignore[override]
+        return self._tokens_to_finish
+
+    def _bytes_after(self, state: frozenset) -> np.ndarray:
+        """Per token, the fewest bytes to a complete document after it from `state`
+        (`_json_budget.fewest_bytes` of the state it leads to; inf: dead); then EOS,
+        0 where `state` accepts. One trie walk per state, kept like the rows."""
+        from genlm.control.potential.built_in.json_schema._json_budget import fewest_bytes
+
+        t = self.potential.transitions
+        ids = np.full(self.trie.n_nodes, DEAD, dtype=np.int64)
+        ids[0] = t.sid(state)
+        self.trie.walk(
+            ids, lambda par, parents, nodes: t.next_ids(par, self._symbols[nodes]), _live
+        )
+        leaf = ids[self._leaf]
+        out = np.full(len(self.vocab_eos), INF)
+        for i in np.unique(leaf[leaf >= 0]).tolist():
+            out[:-1][leaf == i] = fewest_bytes(t.states[i])
+        out[-1] = 0.0 if t.accepts(state) else INF
+        return out
+
+    async def _tokens_to_finish(self, contexts) -> np.ndarray:
+        """`⌈L(ctx·y) / longest⌉` per next token `y`, `L` the fewest bytes to a
+        complete document (`_bytes_after`); inf for a dead context."""
+        cache = self.__dict__.get("_after_rows")
+        if cache is None:
+            cache = self._after_rows = RowCache(self._bytes_after, self._rows.size)
+        longest = self.__dict__.get("_longest")
+        if longest is None:
+            longest = self._longest = max(
+                max((len(self._map([x])) for x in self.vocab), default=1), 1
+            )
+        out = np.full((len(contexts), len(self.vocab_eos)), INF)
+        for k, context in enumerate(contexts):
+            state = self._state(context)
+            if state is not None:
+                after = cache.get(state)
+                out[k, :-1] = np.ceil(after[:-1] / longest)
+                ends = after[-1] == 0 and self.potential.document_ok(self._map(context))
+                out[k, -1] = 0.0 if ends else INF  # EOS as `complete` says
+        return out
 
 
 __all__ = ["CoercedJson", "Transitions"]
