@@ -43,6 +43,7 @@ INTERNALS: list[tuple[str, str]] = [
     ("test_smc_model.py::test_smc_record", "sampler.smc_record"),
     ("test_coerce.py::test_advance_lane", "internal coercion lanes"),
     ("test_coerce.py::test_trie_lane", "internal coercion lanes"),
+    ("test_stateful.py::", "potential.stateful and potential.streaming (PING_TOKEN, KEEP_ALIVE_SET, PriorityMap, ...)"),
 ]
 
 # Test files that need a model that is not available offline (counted apart).
