@@ -40,10 +40,8 @@ class AutoBatchedPotential(Potential):
         self.potential = potential
         super().__init__(tables=potential.tables)
         self._windows = {
-            "prefix": Window(self._flusher(potential.batch_prefix)),
-            "complete": Window(self._flusher(potential.batch_complete)),
-            "score": Window(self._flusher(potential.batch_score)),
-            "logw_next": Window(self._flusher(potential.batch_logw_next)),
+            name: Window(self._flusher(potential, "batch_" + name))
+            for name in ("prefix", "complete", "score", "logw_next")
         }
 
     @classmethod
@@ -58,10 +56,12 @@ class AutoBatchedPotential(Potential):
         return view
 
     @staticmethod
-    def _flusher(batch_method):
+    def _flusher(potential: Potential, batch_method: str):
+        # The method is looked up at each flush, so that one replaced on the inner
+        # potential after the view was made (a counter, a mock) serves the batches.
         async def flush(requests: list[_Calls]) -> list[list]:
             contexts = [c for r in requests for c in r.contexts]
-            results = list(await batch_method(contexts))
+            results = list(await getattr(potential, batch_method)(contexts))
             out, start = [], 0
             for r in requests:
                 out.append(results[start : start + len(r.contexts)])
@@ -145,6 +145,36 @@ class AutoBatchedPotential(Potential):
 
     def alloc_rows(self, n: int):
         return self.potential.alloc_rows(n)
+
+    def rows_to_weights(self, block: np.ndarray) -> LazyWeightsBatch:
+        return self.potential.rows_to_weights(block)
+
+    # What answers for the inner potential: its engine form and its coercions (the
+    # values are the view's, which are the inner's) ----------------------------
+
+    def engine_source(self) -> Any:
+        return self.potential.engine_source()
+
+    def generic_coercion(self, other, f, prune, homomorphic, trie) -> Any:
+        return self.potential.generic_coercion(other, f, prune, homomorphic, trie)
+
+    def coerce(self, other, f, prune=True, homomorphic=None, trie=None, *, engine=None) -> Any:
+        return self.potential.coerce(other, f, prune, homomorphic, trie, engine=engine)
+
+    def normalize(self) -> Any:
+        return self.potential.normalize()
+
+    def to_autobatched(self) -> "AutoBatchedPotential":
+        return self
+
+    def to_multiprocess(self, num_workers: int = 2, spawn_args: tuple = ()) -> Any:
+        return self.potential.to_multiprocess(num_workers, spawn_args)
+
+    # The contract checks run through the view, so they cover its batching too.
+    assert_contract = Potential.assert_contract
+    assert_logw_next_consistency = Potential.assert_logw_next_consistency
+    assert_autoreg_fact = Potential.assert_autoreg_fact
+    assert_batch_consistency = Potential.assert_batch_consistency
 
     def spawn(self) -> "AutoBatchedPotential":
         return AutoBatchedPotential.of(self.potential.spawn())

@@ -150,7 +150,8 @@ class Potential(ABC):
         """
         ctx_logw = await self.prefix(context)
         if ctx_logw == NEG_INF:
-            raise ValueError(f"context {context!r} has weight zero under {self!r}")
+            # "Context ... `prefix`": 0.4.1's wording, which code written for it may match
+            raise ValueError(f"Context {context!r} has weight zero under `prefix` of {self!r}")
         vocab = self.tables.vocab
         if type(self).batch_prefix is Potential.batch_prefix:
             # one `prefix` per extension, each built as it is scored: V lists alive at
@@ -308,7 +309,10 @@ class Potential(ABC):
 
     def spawn(self) -> "Potential":
         """An independent copy (for another process or a concurrent prompt)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement spawn()")
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement spawn(): "
+            "Potential.spawn() must be implemented by subclasses."
+        )
 
     def cleanup(self) -> Cleaned:
         """Release resources held by this potential (none by default). The result may

@@ -81,6 +81,17 @@ class Product(Potential):
         self._idx1 = np.array([t1.lookup[x] for x in vocab_eos])
         self._idx2 = np.array([t2.lookup[x] for x in vocab_eos])
 
+    @property
+    def v1_idxs(self) -> Any:
+        """For each token of `vocab_eos`, its index in `p1.vocab_eos` (a list); `...`
+        (all of them, in order) when the factors share one vocabulary."""
+        return ... if self._idx1 is None else self._idx1.tolist()
+
+    @property
+    def v2_idxs(self) -> Any:
+        """As `v1_idxs`, into `p2.vocab_eos`."""
+        return ... if self._idx2 is None else self._idx2.tolist()
+
     async def prefix(self, context: list) -> float:
         a, b = await gather_or_cancel(self.p1.prefix(context), self.p2.prefix(context))
         return a + b

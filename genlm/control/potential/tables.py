@@ -42,30 +42,45 @@ def build_tables(
     """Validate a vocabulary and build its tables.
 
     Raises:
-        ValueError: empty vocabulary, duplicate tokens.
+        ValueError: empty vocabulary, duplicate tokens, a `token_type` that is not a
+            `TokenType`, an `eos` that is not an `EndOfSequence`.
         TypeError: tokens of mixed types, a token that does not match `token_type`.
     """
+    # The wordings that open these messages are 0.4.1's, which its users may match.
     eos = EOS if eos is None else eos
+    if not isinstance(eos, EndOfSequence):
+        raise ValueError(f"EOS must be an instance of EndOfSequence, got {eos!r}")
+    if token_type is not None and not isinstance(token_type, TokenType):
+        raise ValueError(f"token_type must be a TokenType (e.g. Atomic(bytes)), got {token_type!r}")
     if isinstance(vocabulary, (str, bytes, bytearray)) or not hasattr(vocabulary, "__iter__"):
         raise TypeError(
             f"vocabulary must be a sequence of tokens (e.g. a list), got {type(vocabulary).__name__}"
         )
     vocab = list(vocabulary)
     if not vocab:
-        raise ValueError("vocabulary is empty: a potential needs at least one token")
+        raise ValueError(
+            "vocabulary is empty: a potential needs at least one token "
+            "(the vocabulary cannot be empty)"
+        )
     inferred = infer_vocabulary_type(vocab)
     if token_type is None:
         token_type = inferred
     else:
         bad = next((t for t in vocab if not token_type.check(t)), None)
         if bad is not None:
-            raise TypeError(f"token {bad!r} is not of the declared type {token_type!r}")
+            raise TypeError(
+                f"Tokens in vocabulary must be of type {token_type!r}: "
+                f"token {bad!r} is not of the declared type"
+            )
     vocab_eos = vocab + [eos]
     lookup = {t: i for i, t in enumerate(vocab_eos)}
     if len(lookup) != len(vocab_eos):
         seen: set = set()
         dups = [t for t in vocab_eos if t in seen or seen.add(t)]
-        raise ValueError(f"vocabulary has duplicate tokens: {dups[:5]!r}")
+        raise ValueError(
+            f"Duplicate token {dups[0]!r} found in vocabulary "
+            f"(the vocabulary has duplicate tokens: {dups[:5]!r})"
+        )
     fallback = None
     if isinstance(vocab[0], bytes) and type(vocab[0]) is not bytes:
         fallback = {}

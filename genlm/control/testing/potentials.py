@@ -28,9 +28,10 @@ def _report(verbosity: int, line: str) -> None:
         print(line)
 
 
-def _fail(what: str, potential: Potential, context, token, got: float, want: float) -> None:
+def _fail(check: str, what: str, potential: Potential, context, token, got, want) -> None:
+    # `check` opens the message with 0.4.1's name for the check that failed
     raise AssertionError(
-        f"{what} of {potential!r} at context {list(context)!r}, token {token!r}: "
+        f"{check}: {what} of {potential!r} at context {list(context)!r}, token {token!r}: "
         f"got {got!r}, expected {want!r}"
     )
 
@@ -58,7 +59,8 @@ async def assert_logw_next_consistency(
     want[potential.eos] = await potential.complete(context) - ctx_w
     for t in tokens:
         if not _close(logws[t], want[t], rtol, atol):
-            _fail("logw_next", potential, context, t, logws[t], want[t])
+            check = "logw_next consistency not satisfied"
+            _fail(check, "logw_next", potential, context, t, logws[t], want[t])
     _report(verbosity, f"logw_next of {potential!r} at {context!r}: {len(tokens)} tokens agree")
 
 
@@ -74,7 +76,8 @@ async def assert_autoreg_fact(
     want = await potential.complete(context)
     if not _close(total, want, rtol, atol):
         raise AssertionError(
-            f"autoregressive factorization of {potential!r} fails at context {context!r}: "
+            f"Factorization not satisfied: the autoregressive factorization of {potential!r} "
+            f"fails at context {context!r}: "
             f"prefix([]) + Σ logw_next = {total!r} but complete = {want!r}"
         )
     _report(verbosity, f"factorization of {potential!r} at {context!r}: {total!r} == {want!r}")
@@ -118,7 +121,8 @@ async def _compare_methods(test, ref, contexts, label, rtol, atol, batch=False):
         want = [await reference(c) for c in contexts]
         for c, g, w in zip(contexts, got, want):
             if not _close(float(g), float(w), rtol, atol):
-                _fail(f"{label} {name}", test, c, None, float(g), float(w))
+                check = f"{label.capitalize()} {name} mismatch"
+                _fail(check, f"{label} {name}", test, c, None, float(g), float(w))
     live = []
     for c in contexts:
         if c and c[-1] == ref.eos:
@@ -135,7 +139,8 @@ async def _compare_methods(test, ref, contexts, label, rtol, atol, batch=False):
         bad = ~((g == w) | np.isclose(g, w, rtol=rtol, atol=atol))
         if bad.any():
             i = int(np.argmax(bad))
-            _fail(f"{label} logw_next", test, c, ref.vocab_eos[i], float(g[i]), float(w[i]))
+            check = f"{label.capitalize()} logw_next mismatch"
+            _fail(check, f"{label} logw_next", test, c, ref.vocab_eos[i], float(g[i]), float(w[i]))
 
 
 async def check_potential(

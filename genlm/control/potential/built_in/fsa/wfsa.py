@@ -179,7 +179,11 @@ class WFSA(CachedRecognizer):
     def _rows(self, forwards: list[Forward | None], contexts) -> np.ndarray:
         for f, c in zip(forwards, contexts):
             if f is None or not (f.alpha @ self.automaton.beta > 0):
-                raise ValueError(f"context {list(c)!r} has weight zero under {self!r}")
+                # "Context ... has zero weight": 0.4.1's wording, which its users may match
+                raise ValueError(
+                    f"Context {list(c)!r} has zero weight: "
+                    f"its prefix has weight zero under {self!r}"
+                )
         alphas = np.stack([f.alpha for f in forwards])
         mass = alphas @ self.automaton.next_mass
         if self.boolean:
