@@ -11,7 +11,10 @@ schema); this module is the one place that translates it:
 - a Lark grammar is checked by the lexing rule and printed from its compiled rules
   (`_lark_exact.engine_lark`);
 - a schema is compared with the whitelist of shapes where the engine's documents are
-  `JsonSchema`'s (`_json_exact.engine_difference`).
+  `JsonSchema`'s (`_json_exact.engine_difference`); off the list, its compiled form
+  is written as a Lark grammar of exactly its documents (`_json_grammar`) and goes
+  through the Lark translation, so the engine gets a grammar (kind "lark") whose
+  language is proven `JsonSchema`'s; where that fails, the whitelist's reason stands.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any, NamedTuple
 
 
 class EngineTerms(NamedTuple):
-    """What the engine compiles (None: the constraint cannot be written in its terms)
-    and why its language may differ from the constraint's (None: they are equal)."""
+    """What the engine compiles (None: the constraint cannot be written in its terms),
+    why its language may differ from the constraint's (None: they are equal), and the
+    kind of grammar `source` is, where it is not the constraint's own (None: the same)."""
 
     source: Any
     inexact: Any
+    kind: Any = None
 
 
 def engine_terms(form: Any) -> EngineTerms:
@@ -42,7 +47,12 @@ def engine_terms(form: Any) -> EngineTerms:
         found = _lark(source, form.parsed)
         return EngineTerms(found.source, form.inexact or found.inexact)
     if kind == "json_schema":
-        return EngineTerms(source, form.inexact or _json_difference(source))
+        why = form.inexact or _json_difference(source)
+        if why is not None and form.inexact is None:
+            grammar = _json_grammar(source)
+            if grammar is not None:
+                return EngineTerms(grammar, None, "lark")
+        return EngineTerms(source, why)
     return EngineTerms(source, form.inexact)
 
 
@@ -84,6 +94,31 @@ def _json_difference(schema: Any) -> Any:
     if not isinstance(schema, (dict, bool)):
         return None  # the engine refuses it by name
     return engine_difference(schema)
+
+
+def _json_grammar(schema: Any) -> str | None:
+    """The engine grammar of exactly `schema`'s documents, or None where it is not
+    written or not proven (see `_json_grammar`; the whitelist's reason then stands)."""
+    from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
+    from genlm.control.potential.built_in.json_schema._json_schema import compile_schema
+
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError:
+            return None
+    try:
+        compiled = compile_schema(schema)
+    except (ValueError, TypeError):
+        return None
+    if compiled.inexact:  # read as a superset on prefixes: not one grammar
+        return None
+    try:
+        text = schema_grammar(compiled.root)
+    except Unwritable:
+        return None
+    found = _lark(text, None)
+    return found.source if found.inexact is None else None
 
 
 __all__ = ["EngineTerms", "engine_terms"]
