@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import random
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,12 @@ SHAPES = {
     "tuple": {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"},
               "minItems": 1, "maxItems": 3},
     "any": {},
+    "int-ranges": {"type": "array", "items": {"anyOf": [
+        {"type": "integer", "minimum": -12, "maximum": 105}, {"type": "integer", "exclusiveMinimum": 1450},
+        {"type": "integer", "maximum": -7.5}]}},
+    "int-zero": {"type": "integer", "minimum": 0, "maximum": 9},
+    "number-nonnegative": {"type": "number", "minimum": 0},
+    "number-positive": {"type": "number", "exclusiveMinimum": 0},
     "nested": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "array"}}}},
 }
 FILES = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))}
@@ -104,6 +111,14 @@ def every_short_string(schema, alphabet: bytes, max_len: int):
     ("string-enum", b'"\\ua\xc3\xa9bxd8', 5),
     ("tuple", b'[]",1 -\\', 5),
     ("any", b'{}[]":,1-. \\ut', 4),
+    ("int-ranges", b"[],-0157 ", 6),
+    ("int-zero", b"-019 .", 4),
+    ("number-nonnegative", b"-01.eE+", 5),
+    ("number-positive", b"-01.eE+", 5),
+    ("int-ranges", b"[],-0157 ", 6),
+    ("int-zero", b"-019 .", 4),
+    ("number-nonnegative", b"-01.eE+", 5),
+    ("number-positive", b"-01.eE+", 5),
 ])
 def test_grammar_agrees_on_every_short_string(name, alphabet, n):
     assert every_short_string(SHAPES[name], alphabet, n) is None
@@ -139,6 +154,11 @@ def ws(rng: random.Random) -> str:
     return rng.choice(["", "", " ", "\n\t", "\r "])
 
 
+def within(d: Decimal, b) -> bool:
+    above = b.lo is None or d > b.lo or (b.lo_incl and d == b.lo)
+    return above and (b.hi is None or d < b.hi or (b.hi_incl and d == b.hi))
+
+
 def gen(node, rng: random.Random, depth: int = 0) -> str:
     """A document of the compiled `node`, spelled at random."""
     alts = node.alts
@@ -148,8 +168,12 @@ def gen(node, rng: random.Random, depth: int = 0) -> str:
     if isinstance(a, Lit):
         return a.text.decode()
     if isinstance(a, Num):
-        x = str(rng.randint(-300, 300))
-        return x if a.integer else rng.choice([x, x + ".25", x + "e-2", x + "E+1"])
+        near = [int(e) + k for e in (a.bounds.lo, a.bounds.hi) if e is not None for k in range(-2, 3)]
+        while True:  # a spelling within the bounds
+            x = str(rng.choice([rng.randint(-20, 20), rng.randint(-2000, 2000), *near]))
+            x = x if a.integer else rng.choice([x, x + ".25", x + "e-2", x + "E+1", "-0.0"])
+            if within(Decimal(x), a.bounds):
+                return x
     if isinstance(a, Str):
         if a.values is not None:
             return spell(rng.choice(sorted(a.values)), rng)
