@@ -33,10 +33,12 @@ class EngineTerms(NamedTuple):
     kind: Any = None
 
 
-def engine_terms(form: Any) -> EngineTerms:
+def engine_terms(form: Any, exact: bool = True) -> EngineTerms:
     """`form` (an `EngineSource`) in the engine's terms. A reason the form itself gives
     (`form.inexact`) is kept ahead of the one found here. A kind the engine does not
-    know passes through unchanged, for the engine to refuse by name."""
+    know passes through unchanged, for the engine to refuse by name. `exact=False`
+    (the `engine=True` opt-in) gives a schema off the whitelist to the engine as
+    written, with the reason, instead of the grammar of its exact documents."""
     kind, source = form.kind, form.source
     if source is None:
         return EngineTerms(None, form.inexact)
@@ -48,7 +50,7 @@ def engine_terms(form: Any) -> EngineTerms:
         return EngineTerms(found.source, form.inexact or found.inexact)
     if kind == "json_schema":
         why = form.inexact or _json_difference(source)
-        if why is not None and form.inexact is None:
+        if exact and why is not None and form.inexact is None:
             grammar = _json_grammar(source)
             if grammar is not None:
                 return EngineTerms(grammar, None, "lark")
