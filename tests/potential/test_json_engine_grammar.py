@@ -286,3 +286,20 @@ def test_a_lead_byte_keeps_only_the_code_points_it_can_start():
     assert not closed.prefix(b'{"\xe0') and not closed.prefix(b'{"\xf0') and closed.prefix(b'{"a')
     wide = RecognizerBytes({"enum": ["\u0800", "\U00010000"]})
     assert wide.prefix(b'"\xe0\xa0') and wide.prefix(b'"\xf0\x90') and not wide.prefix(b'"\xe1')
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 5), (-3, None), (None, -7), (1, 12), (-12, -1), (5, None), (13, 1450),
+                                    (-180, 180), (0, 65535), (None, None), (1, 1), (100, 1000), (-99, 0)])
+def test_integer_ranges_are_exactly_their_spellings(lo, hi):
+    import re
+
+    from genlm.control.potential.built_in.engine._json_numbers import integer_regex
+
+    r = re.compile(integer_regex(lo, hi))
+    for n in range(-70000, 70000, 7):
+        assert bool(r.fullmatch(str(n))) == ((lo is None or n >= lo) and (hi is None or n <= hi)), n
+    for n in [lo, hi]:
+        if n is not None:
+            assert r.fullmatch(str(n))
+    assert bool(r.fullmatch("-0")) == ((lo is None or lo <= 0) and (hi is None or hi >= 0))
+    assert not any(r.fullmatch(s) for s in ["01", "-01", "00", "+1", "1.0", "1e0", ""])

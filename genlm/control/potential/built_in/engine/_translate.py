@@ -102,7 +102,7 @@ def _json_grammar(schema: Any) -> str | None:
     """The engine grammar of exactly `schema`'s documents, or None where it is not
     written or not proven (see `_json_grammar`; the whitelist's reason then stands)."""
     from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
-    from genlm.control.potential.built_in.json_schema._json_schema import compile_schema
+    from genlm.control.potential.built_in.json_schema import compile_schema
 
     if isinstance(schema, str):
         try:
