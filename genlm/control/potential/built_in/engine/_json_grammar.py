@@ -25,7 +25,8 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
   property's, or `additionalProperties`'), every required name appears, and any other
   key appears any number of times with a value of `additionalProperties` (none when
   that is false). The grammar has one rule per set of declared names already written
-  (so objects with at most `MAX_NAMES` such names), and the keys as terminals: each
+  (so objects with at most `MAX_NAMES` such names, `MAX_NAMES_OPEN` where other keys
+  are allowed), and the keys as terminals: each
   declared name as all its spellings, the other keys as the strings whose text is
   none of the names;
 - an array: items `fixed[0], fixed[1], ...` then `items`, between `minItems` and
@@ -52,6 +53,7 @@ from genlm.control.potential.built_in.json_schema import (
 )
 
 MAX_NAMES = 6  # declared names of one object: 2**MAX_NAMES rules
+MAX_NAMES_OPEN = 4  # ... of one that takes other keys too (its lexing check costs seconds beyond)
 MAX_RULES = 3000
 MAX_COUNT = 256  # minItems, maxItems, minLength, maxLength written as repeats
 SURROGATES = (0xD800, 0xE000)
@@ -164,8 +166,9 @@ class _Writer:
                 values[k] = self.node(v)
         if not set(a.required) <= set(values):
             raise Unwritable("an object that no document has")
-        if len(values) > MAX_NAMES:
-            raise Unwritable(f"an object with more than {MAX_NAMES} declared names")
+        limit = MAX_NAMES if other is None else MAX_NAMES_OPEN
+        if len(values) > limit:
+            raise Unwritable(f"an object with more than {limit} declared names")
         keys = {k: self.terminal(key_regex(k)) for k in sorted(values)}
         other_member = None
         if other is not None:

@@ -100,15 +100,34 @@ def _json_difference(schema: Any) -> Any:
 
 def _json_grammar(schema: Any) -> str | None:
     """The engine grammar of exactly `schema`'s documents, or None where it is not
-    written or not proven (see `_json_grammar`; the whitelist's reason then stands)."""
-    from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
-    from genlm.control.potential.built_in.json_schema import compile_schema
-
+    written or not proven (see `_json_grammar`; the whitelist's reason then stands).
+    Kept per schema (its JSON text), since the proof costs up to seconds."""
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
         except ValueError:
             return None
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        key = None
+    if key is not None and key in _GRAMMARS:
+        return _GRAMMARS[key]
+    text = _written(schema)
+    if key is not None:
+        if len(_GRAMMARS) >= 64:  # a few schemas, each coerced many times
+            _GRAMMARS.pop(next(iter(_GRAMMARS)))
+        _GRAMMARS[key] = text
+    return text
+
+
+_GRAMMARS: dict = {}  # schema JSON -> its proven engine grammar (or None)
+
+
+def _written(schema: Any) -> str | None:
+    from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
+    from genlm.control.potential.built_in.json_schema import compile_schema
+
     try:
         compiled = compile_schema(schema)
     except (ValueError, TypeError):
