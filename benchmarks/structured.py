@@ -4,7 +4,9 @@ For regex, JSON schema, the SQL-like Lark grammar and the OpenSMILES grammar
 (`grammars/opensmiles.lark`), on the embedded model:
 
 - `logw_next` of the default coercion (`coerce(llm, f=b"".join)`) and of the engine
-  on the constraint as written (`engine=True`), on the same contexts: the prefixes
+  on the constraint as written (`engine=True`; for Lark and JSON also
+  `GuidedConstraint.from_lark`/`from_json_schema`, the engine on the text or schema as
+  written, which "default / engine" divides by), on the same contexts: the prefixes
   of one text per workload, tokenized by longest match; each context is timed right
   after its parent on a fresh copy, so no row of it is cached; medians;
 - AWRS SMC per run with the default coercion (N = 10, ESS 0.5, max_tokens = 32).
@@ -14,6 +16,12 @@ coercion), so the two versions are timed on the same model:
 
     python benchmarks/structured.py --out a.json
     /work/venv-041/bin/python benchmarks/structured.py --model genlm/control/embedded/tiny --out b.json
+
+Times are CPU time of this process (`time.process_time`), so other jobs on a shared
+machine inflate them less than wall time. `--schemas` times each schema of
+`benchmarks/schemas/` that the default serves with the JSON grammar written from the
+compiled schema (`engine/_json_grammar.py`): the generic path, the default, and the
+engine on the schema as written.
 """
 
 from __future__ import annotations
@@ -67,9 +75,9 @@ async def step_ms(coerced, contexts: list, repeats: int) -> float:
         await p.logw_next([])
         for c in contexts:
             await p.logw_next(c[:-1])
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             await p.logw_next(c)
-            times.append(time.perf_counter() - t0)
+            times.append(time.process_time() - t0)
     return 1e3 * statistics.median(times)
 
 
@@ -79,9 +87,9 @@ async def smc_s(llm, condition, repeats: int) -> float:
     await run_many(sampler, [0], n_particles=10, ess_threshold=0.5, max_tokens=32)
     times = []
     for seed in range(1, repeats + 1):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         await run_many(sampler, [seed], n_particles=10, ess_threshold=0.5, max_tokens=32)
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return statistics.median(times)
 
 
@@ -102,14 +110,77 @@ async def measure(model: str | None, repeats: int, only: set | None = None) -> d
             row["default_class"] = type(default).__name__
             row["default_ms"] = await step_ms(default, contexts, repeats)
             row["engine_ms"] = await step_ms(engine, contexts, repeats)
-            if isinstance(build(), BoolCFG):  # the engine on the text as written (its own lexer)
-                from genlm.control import GuidedConstraint
+            from genlm.control import GuidedConstraint
 
+            if isinstance(build(), BoolCFG):  # the engine on the text as written (its own lexer)
                 written = GuidedConstraint.from_lark(llm, build().lark_grammar)
+                row["written_ms"] = await step_ms(written, contexts, repeats)
+            if isinstance(build(), JsonSchema):  # the engine on the schema as written (its JSON)
+                written = GuidedConstraint.from_json_schema(llm, build().schema)
                 row["written_ms"] = await step_ms(written, contexts, repeats)
         row["smc_s"] = await smc_s(llm, default, repeats)
         out[name] = row
         print(name, row, flush=True)
+    return out
+
+
+def document(node, depth: int = 0) -> str:
+    """A small valid document of a compiled schema (None where a string has a pattern)."""
+    from genlm.control.potential.built_in.json_schema._json_schema import Arr, Lit, Num, Obj, Str
+
+    rank = (Obj, Arr, Str, Num, Lit) if depth < 3 else (Lit, Num, Str, Arr, Obj)
+    a = min(node.alts, key=lambda a: rank.index(type(a)))
+    if isinstance(a, Lit):
+        return a.text.decode()
+    if isinstance(a, Num):
+        b = a.bounds
+        x = b.lo + (0 if b.lo_incl else 1) if b.lo is not None else (b.hi if b.hi is not None else 7)
+        return json.dumps(a.values[0] if a.values else (int(x) if a.integer else float(x)), default=str)
+    if isinstance(a, Str):
+        if a.values is not None:
+            return json.dumps(min(a.values))
+        n = max(a.min_len, min(4, a.max_len if a.max_len is not None else 4))
+        return None if a.pattern is not None else json.dumps("ab c"[:n] + "x" * (n - 4))
+    if isinstance(a, Arr):
+        one = 1 if a.max_items != 0 and depth < 2 else 0
+        n = max(a.min_items, one, len(a.fixed) if a.items is None else 0)
+        items = [document(a.fixed[i] if i < len(a.fixed) else a.items, depth + 1) for i in range(n)]
+        return None if None in items else "[" + ", ".join(items) + "]"
+    optional = [k for k in a.props if k not in a.required and a.props[k].alts][: 2 if depth < 2 else 0]
+    keys = [k for k in a.props if k in a.required or k in optional]  # declaration order
+    keys += sorted(k for k in a.required if k not in a.props)
+    vals = [document(a.props.get(k, a.additional), depth + 1) for k in keys]
+    return None if None in vals else "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in zip(keys, vals)) + "}"
+
+
+async def schemas(model: str | None, repeats: int) -> dict:
+    """For each benchmark schema whose default now takes the JSON grammar: ms per step of
+    the generic path (`engine=False`, the default before), of the default, and of the
+    engine on the schema as written, over the prefixes of a small valid document."""
+    from genlm.control import GuidedConstraint
+    from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+
+    out = {}
+    llm = load_llm(model, "Data:")
+    for path in sorted((HERE / "schemas").glob("*.json")):
+        schema = json.loads(path.read_text())
+        try:
+            c = JsonSchema(schema)
+        except ValueError:
+            continue
+        default = c.coerce(llm, f=b"".join)
+        text = document(c.root)
+        if not isinstance(default, GuidedCoerced) or default.guided.kind != "lark" or text is None:
+            continue
+        if c.state(list(text.encode())) is None or not c.transitions.accepts(c.state(list(text.encode()))):
+            continue  # not a document of the schema
+        tokens = tokenize(llm, text)
+        contexts = [tokens[:k] for k in range(1, len(tokens) + 1)]
+        row = {"generic_ms": await step_ms(c.coerce(llm, f=b"".join, engine=False), contexts, repeats),
+               "default_ms": await step_ms(default, contexts, repeats),
+               "written_ms": await step_ms(GuidedConstraint.from_json_schema(llm, schema), contexts, repeats)}
+        out[path.stem] = row
+        print(path.stem, {k: round(v, 3) for k, v in row.items()}, flush=True)
     return out
 
 
@@ -140,7 +211,17 @@ async def main() -> None:
     ap.add_argument("--ref", default=None, help="this script's --out JSON from genlm-control 0.4.1")
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(WORKLOADS)}")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--schemas", action="store_true",
+                    help="per-step ms of each benchmarks/schemas/ schema the JSON grammar serves")
     args = ap.parse_args()
+    if args.schemas:
+        rows = await schemas(args.model, args.repeats)
+        print("| schema | generic (before) ms/step | default ms/step | engine as written ms/step | "
+              "default / engine |\n|---|---:|---:|---:|---:|")
+        for k, r in rows.items():
+            print(f"| `{k}` | {r['generic_ms']:.2f} | {r['default_ms']:.3f} | {r['written_ms']:.3f} | "
+                  f"{r['default_ms'] / r['written_ms']:.2f}× |")
+        return
     only = set(filter(None, args.only.split(","))) or None
     result = {"version": VERSION, "rows": await measure(args.model, args.repeats, only)}
     if args.out:

@@ -27,6 +27,7 @@ from toys.json_engine import (  # noqa: E402
 
 from genlm.control import JsonSchema  # noqa: E402
 from genlm.control.potential.built_in.engine._json_exact import REASONS, engine_difference  # noqa: E402
+from genlm.control.potential.built_in.engine._translate import _json_grammar  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))
@@ -129,7 +130,7 @@ def expected_row(path: Path) -> tuple[str, str]:
     if why is None:
         return "engine", ""
     where = why.where + (f" `{why.keyword}`" if why.keyword else "")
-    return "generic", f"`{where}` {why.code}"
+    return "grammar" if _json_grammar(schema) is not None else "generic", f"`{where}` {why.code}"
 
 
 def docs_table() -> dict[str, tuple[str, str]]:
@@ -142,7 +143,7 @@ def test_docs_table_states_the_decision_for_every_benchmark_schema():
     assert len(FILES) == 64
     want = {p.stem: expected_row(p) for p in FILES}
     assert docs_table() == want
-    assert set(REASONS) >= {w.split("` ")[-1] for path, w in want.values() if path == "generic"}
+    assert set(REASONS) >= {w.split("` ")[-1] for path, w in want.values() if path != "engine" and w}
 
 
 ENGINE_FILES = [p for p in FILES if expected_row(p)[0] == "engine"]
@@ -214,8 +215,11 @@ def test_coerce_takes_the_engine_only_where_exact(llm, caplog):
     from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson
 
     exact = JsonSchema({"type": "array", "items": {"type": "integer"}})
-    off = JsonSchema({"type": "object", "required": ["z"]})
+    written = JsonSchema({"type": "object", "required": ["z"]})  # the grammar of _json_grammar
+    off = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$"}}})
     assert isinstance(exact.coerce(llm, f=b"".join), GuidedCoerced)
+    assert exact.coerce(llm, f=b"".join).guided.kind == "json_schema"
+    assert written.coerce(llm, f=b"".join).guided.kind == "lark"
     with caplog.at_level("DEBUG", logger="genlm.control.potential.built_in.engine.guided"):
         assert isinstance(off.coerce(llm, f=b"".join), CoercedJson)
     assert "objects: the engine writes declared properties" in caplog.text

@@ -11,7 +11,10 @@ schema); this module is the one place that translates it:
 - a Lark grammar is checked by the lexing rule and printed from its compiled rules
   (`_lark_exact.engine_lark`);
 - a schema is compared with the whitelist of shapes where the engine's documents are
-  `JsonSchema`'s (`_json_exact.engine_difference`).
+  `JsonSchema`'s (`_json_exact.engine_difference`); off the list, its compiled form
+  is written as a Lark grammar of exactly its documents (`_json_grammar`) and goes
+  through the Lark translation, so the engine gets a grammar (kind "lark") whose
+  language is proven `JsonSchema`'s; where that fails, the whitelist's reason stands.
 """
 
 from __future__ import annotations
@@ -21,17 +24,21 @@ from typing import Any, NamedTuple
 
 
 class EngineTerms(NamedTuple):
-    """What the engine compiles (None: the constraint cannot be written in its terms)
-    and why its language may differ from the constraint's (None: they are equal)."""
+    """What the engine compiles (None: the constraint cannot be written in its terms),
+    why its language may differ from the constraint's (None: they are equal), and the
+    kind of grammar `source` is, where it is not the constraint's own (None: the same)."""
 
     source: Any
     inexact: Any
+    kind: Any = None
 
 
-def engine_terms(form: Any) -> EngineTerms:
+def engine_terms(form: Any, exact: bool = True) -> EngineTerms:
     """`form` (an `EngineSource`) in the engine's terms. A reason the form itself gives
     (`form.inexact`) is kept ahead of the one found here. A kind the engine does not
-    know passes through unchanged, for the engine to refuse by name."""
+    know passes through unchanged, for the engine to refuse by name. `exact=False`
+    (the `engine=True` opt-in) gives a schema off the whitelist to the engine as
+    written, with the reason, instead of the grammar of its exact documents."""
     kind, source = form.kind, form.source
     if source is None:
         return EngineTerms(None, form.inexact)
@@ -42,7 +49,12 @@ def engine_terms(form: Any) -> EngineTerms:
         found = _lark(source, form.parsed)
         return EngineTerms(found.source, form.inexact or found.inexact)
     if kind == "json_schema":
-        return EngineTerms(source, form.inexact or _json_difference(source))
+        why = form.inexact or _json_difference(source)
+        if exact and why is not None and form.inexact is None:
+            grammar = _json_grammar(source)
+            if grammar is not None:
+                return EngineTerms(grammar, None, "lark")
+        return EngineTerms(source, why)
     return EngineTerms(source, form.inexact)
 
 
@@ -84,6 +96,50 @@ def _json_difference(schema: Any) -> Any:
     if not isinstance(schema, (dict, bool)):
         return None  # the engine refuses it by name
     return engine_difference(schema)
+
+
+def _json_grammar(schema: Any) -> str | None:
+    """The engine grammar of exactly `schema`'s documents, or None where it is not
+    written or not proven (see `_json_grammar`; the whitelist's reason then stands).
+    Kept per schema (its JSON text), since the proof costs up to seconds."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError:
+            return None
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        key = None
+    if key is not None and key in _GRAMMARS:
+        return _GRAMMARS[key]
+    text = _written(schema)
+    if key is not None:
+        if len(_GRAMMARS) >= 64:  # a few schemas, each coerced many times
+            _GRAMMARS.pop(next(iter(_GRAMMARS)))
+        _GRAMMARS[key] = text
+    return text
+
+
+_GRAMMARS: dict = {}  # schema JSON -> its proven engine grammar (or None)
+
+
+def _written(schema: Any) -> str | None:
+    from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
+    from genlm.control.potential.built_in.json_schema import compile_schema
+
+    try:
+        compiled = compile_schema(schema)
+    except (ValueError, TypeError):
+        return None
+    if compiled.inexact:  # read as a superset on prefixes: not one grammar
+        return None
+    try:
+        text = schema_grammar(compiled.root)
+    except Unwritable:
+        return None
+    found = _lark(text, None)
+    return found.source if found.inexact is None else None
 
 
 __all__ = ["EngineTerms", "engine_terms"]

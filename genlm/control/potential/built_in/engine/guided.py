@@ -369,7 +369,8 @@ def engine_coerce(
     kind, source, inexact = form.kind, None, None
     reason = _unfit(other, f)
     if reason is None:
-        source, inexact = engine_terms(form)
+        source, inexact, as_kind = engine_terms(form, exact=not engine)
+        kind = as_kind or kind
         if source is None:
             reason = "the engine does not express this constraint exactly"
             reason += f": {inexact}" if inexact is not None else ""

@@ -363,6 +363,7 @@ def utf8_ranges(u8: bytes) -> tuple:
         value = (value << 6) | (b & 0x3F)
     rem = 6 * (total - n)
     lo, hi = value << rem, (value << rem) | ((1 << rem) - 1)
+    lo = max(lo, (0, 0, 0x80, 0x800, 0x10000)[total])  # no overlong sequence: E0 starts U+0800
     return tuple((max(lo, a), min(hi, b)) for a, b in _UTF8_RANGES if max(lo, a) <= min(hi, b))
 
 

@@ -1,0 +1,338 @@
+"""A compiled JSON schema as a Lark grammar whose language is `JsonSchema`'s.
+
+`schema_grammar(root)` writes the graph of `_json_schema` nodes as a grammar for
+`BoolCFG.from_lark` (scannerless, `%ignore` whitespace between terminals), or says
+which shape it cannot write. The grammar then goes through the Lark translation
+(`_lark_exact.engine_lark`), whose lexing rule proves the engine's language equal to
+the grammar's; so the engine serves exactly `JsonSchema`'s documents.
+
+The grammar is `JsonSchema`'s reading of a document, rule for rule
+(`_json_machine`):
+
+- whitespace is `[ \\t\\n\\r]+` between any two tokens and around the document, and
+  nowhere inside a token (`%ignore`);
+- a string is `"` then characters then `"`: a character is a code point of at least
+  U+0020 other than `"` and `\\` written raw, or an escape `\\" \\\\ \\/ \\b \\f \\n \\r
+  \\t`, or `\\uXXXX` (hex digits of either case) naming a code point outside the
+  surrogates, or a surrogate pair `\\uD8XX\\uDCXX`; one character counts one toward
+  `minLength`/`maxLength`; `enum`/`const` strings are every spelling of their text;
+- numbers: `-?(0|[1-9][0-9]*)`, then for `number` an optional fraction and exponent;
+  an `integer` in any range (its spellings as a regex, `-0` being 0), a `number`
+  without bounds or with the lower bound 0 alone (`-0`, `0.0e5` are 0);
+- `true`, `false`, `null` as written;
+- an object: members in any order; a key is compared by its decoded text; a name
+  declared in `properties` or `required` appears at most once (its value is its
+  property's, or `additionalProperties`'), every required name appears, and any other
+  key appears any number of times with a value of `additionalProperties` (none when
+  that is false). The grammar has one rule per set of declared names already written
+  (so objects with at most `MAX_NAMES` such names, `MAX_NAMES_OPEN` where other keys
+  are allowed), and the keys as terminals: each
+  declared name as all its spellings, the other keys as the strings whose text is
+  none of the names;
+- an array: items `fixed[0], fixed[1], ...` then `items`, between `minItems` and
+  `maxItems` of them;
+- a node with several alternatives is their union.
+
+What it does not write (a `pattern`, bounds or values on numbers, a schema read as a
+superset on prefixes): `Unwritable`, and the schema keeps the generic path.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from genlm.control.potential.built_in.engine._json_numbers import Unwritable, number_regex
+from genlm.control.potential.built_in.json_schema import (
+    SIMPLE_ESCAPES,
+    Arr,
+    Lit,
+    Node,
+    Num,
+    Obj,
+    Str,
+)
+
+MAX_NAMES = 6  # declared names of one object: 2**MAX_NAMES rules
+MAX_NAMES_OPEN = 4  # ... of one that takes other keys too (its lexing check costs seconds beyond)
+MAX_RULES = 3000
+MAX_COUNT = 256  # minItems, maxItems, minLength, maxLength written as repeats
+SURROGATES = (0xD800, 0xE000)
+WS = r"/[ \t\n\r]+/"
+_ESCAPE_OF = {v: k for k, v in SIMPLE_ESCAPES.items()}
+
+
+def schema_grammar(root: Node) -> str:
+    """The Lark grammar of the documents of `root` (see the module docstring).
+
+    Raises:
+        Unwritable: a shape outside the ones above, or a grammar over the limits.
+    """
+    w = _Writer()
+    top = w.node(root)
+    lines = [f"start: {top}"]
+    lines += [f"{name}: {body}" for name, body in w.rules.items()]
+    lines += [f"{name}: /{pattern}/" for pattern, name in w.terminals.items()]
+    lines += [f"WS: {WS}", "%ignore WS"]
+    return "\n".join(lines) + "\n"
+
+
+class _Writer:
+    def __init__(self):
+        self.rules: dict[str, str] = {}
+        self.terminals: dict[str, str] = {}  # regex -> terminal name
+        self.names: dict[int, str] = {}  # id(node) -> rule name
+
+    def rule(self, body: str) -> str:
+        name = f"r{len(self.rules)}"
+        self.rules[name] = body
+        if len(self.rules) > MAX_RULES:
+            raise Unwritable(f"more than {MAX_RULES} rules")
+        return name
+
+    def terminal(self, pattern: str) -> str:
+        if pattern not in self.terminals:
+            self.terminals[pattern] = f"T{len(self.terminals)}"
+        return self.terminals[pattern]
+
+    def node(self, node: Node) -> str:
+        if id(node) in self.names:
+            return self.names[id(node)]
+        if not node.alts:
+            raise Unwritable("a value that no document has")
+        name = self.rule("")
+        self.names[id(node)] = name
+        self.rules[name] = " | ".join(self.alt(a) for a in node.alts)
+        return name
+
+    def alt(self, a) -> str:
+        if isinstance(a, Lit):
+            return '"' + a.text.decode("ascii") + '"'
+        if isinstance(a, Num):
+            return self.terminal(number_regex(a))
+        if isinstance(a, Str):
+            return self.terminal(string_regex(a))
+        if isinstance(a, Arr):
+            return self.array(a)
+        if isinstance(a, Obj):
+            return self.object(a)
+        raise Unwritable(f"an alternative {type(a).__name__}")
+
+    def array(self, a: Arr) -> str:
+        lo, hi = a.min_items, a.max_items
+        if lo > MAX_COUNT or (hi is not None and hi > MAX_COUNT) or len(a.fixed) > MAX_COUNT:
+            raise Unwritable(f"an array with more than {MAX_COUNT} counted items")
+
+        def item(i):  # the rule of item i, None where there is none
+            n = a.fixed[i] if i < len(a.fixed) else a.items
+            if n is None or not n.alts or (hi is not None and i >= hi):
+                return None
+            return self.node(n)
+
+        # tail(i): what follows item i-1 (i items written), up to the closing bracket
+        loop_at = max(lo, len(a.fixed))
+        tails: dict[int, str] = {}
+
+        def tail(i):
+            key = min(i, loop_at) if hi is None else i
+            if key in tails:
+                return tails[key]
+            name = tails[key] = self.rule("")
+            nxt = item(key)
+            alts = ['"]"'] if key >= lo else []
+            if nxt is not None:
+                more = tail(key + 1)
+                if more is not None:
+                    alts.append(f'"," {nxt} {more}')
+            if not alts:
+                raise Unwritable("an array that no document has")
+            self.rules[name] = " | ".join(alts)
+            return name
+
+        alts = ['"[" "]"'] if lo == 0 else []
+        first = item(0)
+        if first is not None:
+            alts.append(f'"[" {first} {tail(1)}')
+        if not alts:
+            raise Unwritable("an array that no document has")
+        return "(" + " | ".join(alts) + ")"
+
+    def object(self, a: Obj) -> str:
+        other = a.additional if a.additional is not None and a.additional.alts else None
+        named = set(a.props) | set(a.required)
+        values = {}
+        for k in named:
+            v = a.props.get(k, a.additional)
+            if v is not None and v.alts:
+                values[k] = self.node(v)
+        if not set(a.required) <= set(values):
+            raise Unwritable("an object that no document has")
+        limit = MAX_NAMES if other is None else MAX_NAMES_OPEN
+        if len(values) > limit:
+            raise Unwritable(f"an object with more than {limit} declared names")
+        keys = {k: self.terminal(key_regex(k)) for k in sorted(values)}
+        other_member = None
+        if other is not None:
+            other_member = f'{self.terminal(other_key_regex(named))} ":" {self.node(other)}'
+        order = sorted(values)
+        live = _live_rests(a, order, other_member is not None)
+        members = {}  # frozenset seen -> rule name of "the rest, from a member on"
+        sets = [frozenset(c) for n in range(len(order), -1, -1) for c in combinations(order, n)]
+        for seen in sets:  # supersets first: each rest refers to larger sets only (or itself)
+            if seen not in live:
+                continue
+            name = members[seen] = self.rule("")
+            alts = []
+            for k in order:
+                if k in seen:
+                    continue
+                after, member = seen | {k}, f'{keys[k]} ":" {values[k]}'
+                if a.required <= after:
+                    alts.append(f'{member} "}}"')
+                if after in live:
+                    alts.append(f'{member} "," {members[after]}')
+            if other_member is not None:
+                if a.required <= seen:
+                    alts.append(f'{other_member} "}}"')
+                alts.append(f'{other_member} "," {name}')
+            self.rules[name] = " | ".join(alts)
+        alts = ['"{" "}"'] if not a.required else []
+        if frozenset() in live:
+            alts.append(f'"{{" {members[frozenset()]}')
+        return "(" + " | ".join(alts) + ")"
+
+
+def _live_rests(a: Obj, order: list, other: bool) -> set:
+    """The sets of written names from which some member list can still close the object."""
+    live: set = set()
+    for n in range(len(order), -1, -1):
+        for c in combinations(order, n):
+            seen = frozenset(c)
+            can = other and a.required <= seen
+            for k in order:
+                if k not in seen and (a.required <= seen | {k} or (seen | {k}) in live):
+                    can = True
+            if can:
+                live.add(seen)
+    return live
+
+
+# Strings, as regexes over code points (`/.../` in Lark; no raw `/` or `"` in them) ----
+
+
+def _lit(cp: int) -> str:
+    """Code point `cp` as a regex atom."""
+    c = chr(cp)
+    if c.isascii() and c.isalnum():
+        return c
+    if 0x20 <= cp < 0x7F:  # a regex escape: Lark reads \\xHH as the character itself
+        return "\\" + c
+    if cp < 0x100:
+        return f"\\x{cp:02x}"
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+
+
+def _hexcase(value: int) -> str:
+    """The four hex digits of `value`, each letter in either case."""
+    out = []
+    for d in f"{value:04x}":
+        out.append(d if d.isdigit() else f"[{d}{d.upper()}]")
+    return "".join(out)
+
+
+def _digits(ds: list[int]) -> str:
+    chars = "".join(f"{d:x}" + (f"{d:x}".upper() if d > 9 else "") for d in ds)
+    return f"[{chars}]" if len(chars) > 1 else chars
+
+
+def _hex_except(excluded: set, lo: int = 0, width: int = 4) -> str | None:
+    """A regex of the `width` hex digits spelling a value in `[lo, lo + 16**width)`
+    that is neither in `excluded` nor a surrogate; None: no such value."""
+    size = 16 ** (width - 1)
+    free, parts = [], []
+    for d in range(16):
+        a, b = lo + d * size, lo + (d + 1) * size
+        if SURROGATES[0] <= a and b <= SURROGATES[1]:
+            continue
+        blocked = any(a <= x < b for x in excluded) or (a < SURROGATES[1] and SURROGATES[0] < b)
+        if not blocked:
+            free.append(d)
+        elif width > 1:
+            rest = _hex_except(excluded, a, width - 1)
+            if rest is not None:
+                parts.append(_digits([d]) + rest)
+    if free:
+        parts.insert(0, _digits(free) + ("[0-9a-fA-F]" + f"{{{width - 1}}}" if width > 1 else ""))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def char_except(excluded: set) -> str:
+    """One string character (raw or escaped) whose code point is not in `excluded`."""
+    if any(cp > 0xFFFF for cp in excluded):
+        raise Unwritable("a key or value with a code point beyond U+FFFF")
+    raw = "".join(_lit(cp) for cp in sorted(excluded) if cp >= 0x20 and cp not in (0x22, 0x5C))
+    alts = [f"[^\\x00-\\x1f\\x22\\\\{raw}]"]
+    simple = "".join(_lit(ord(k)) for k, v in SIMPLE_ESCAPES.items() if ord(v) not in excluded)
+    if simple:
+        alts.append(f"\\\\[{simple}]")
+    hexes = _hex_except(excluded)
+    if hexes is not None:
+        alts.append("\\\\u" + hexes)
+    alts.append("\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+    return "(?:" + "|".join(alts) + ")"
+
+
+def spell(c: str) -> str:
+    """Every spelling of the character `c` inside a JSON string."""
+    cp = ord(c)
+    if SURROGATES[0] <= cp < SURROGATES[1]:
+        raise Unwritable("a key or value holding a lone surrogate")
+    alts = [_lit(cp)] if cp >= 0x20 and c not in "\"\\" else []
+    if c in _ESCAPE_OF:
+        alts.append("\\\\" + _lit(ord(_ESCAPE_OF[c])))
+    if cp <= 0xFFFF:
+        alts.append("\\\\u" + _hexcase(cp))
+    else:
+        hi, lo = 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF)
+        alts.append("\\\\u" + _hexcase(hi) + "\\\\u" + _hexcase(lo))
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+CHAR = None  # filled below: any string character
+
+
+def string_regex(s: Str) -> str:
+    """The strings of `s` (quotes included)."""
+    if s.pattern is not None:
+        raise Unwritable("a string with a pattern")
+    if s.values is not None:
+        return "\\x22(?:" + "|".join("".join(spell(c) for c in v) for v in sorted(s.values)) + ")\\x22"
+    lo, hi = s.min_len, s.max_len
+    if lo > MAX_COUNT or (hi is not None and hi > MAX_COUNT):
+        raise Unwritable(f"a string length bound over {MAX_COUNT}")
+    rep = "*" if (lo, hi) == (0, None) else f"{{{lo},{'' if hi is None else hi}}}"
+    return f"\\x22{CHAR}{rep}\\x22"
+
+
+def key_regex(name: str) -> str:
+    """Every spelling of the key `name`."""
+    return "\\x22" + "".join(spell(c) for c in name) + "\\x22"
+
+
+def other_key_regex(names: set) -> str:
+    """The keys whose text is none of `names`."""
+
+    def rest(prefix: str) -> str:
+        nxt = sorted({n[len(prefix)] for n in names if len(n) > len(prefix) and n.startswith(prefix)})
+        alts = [] if prefix in names else ["\\x22"]
+        alts += [spell(c) + rest(prefix + c) for c in nxt]
+        alts.append(char_except({ord(c) for c in nxt}) + CHAR + "*\\x22")
+        return "(?:" + "|".join(alts) + ")"
+
+    return "\\x22" + rest("")
+
+
+CHAR = char_except(set())
+
+__all__ = ["schema_grammar", "Unwritable"]
