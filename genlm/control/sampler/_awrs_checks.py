@@ -18,6 +18,10 @@ allows only a few first bytes, a few calls settle most of the vocabulary); when 
 is live, the known-live frontier moves one byte down. Either way a reject costs at
 most one call more.
 
+Concurrent searches after one context (the particles of a step) share the calls in
+flight too: a token or node that another search is asking about is awaited, not asked
+again (`Known.settle`).
+
 Only the condition's own answers are kept and used, so a search draws the same
 tokens, takes the same decisions and returns the same weights as one that checks
 every drawn token; what changes is how many calls it makes.
@@ -25,7 +29,8 @@ every drawn token; what changes is how many calls it makes.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+import asyncio
+from typing import Any, Awaitable, Callable, Hashable, Iterable
 
 import numpy as np
 
@@ -44,15 +49,62 @@ class Known:
             checked token by token.
         live, dead: trie nodes known live / dead, for conditions with a token trie.
         eos: whether EOS is allowed there (None: not asked yet).
+        asking: the keys (support positions, trie nodes, `"eos"`) a call is asking
+            about now, each with the future of its answer.
     """
 
-    __slots__ = ("tokens", "live", "dead", "eos")
+    __slots__ = ("tokens", "live", "dead", "eos", "asking")
 
     def __init__(self):
         self.tokens: dict[int, bool] = {}
         self.live: set[int] = set()
         self.dead: set[int] = set()
         self.eos: bool | None = None
+        self.asking: dict[Hashable, asyncio.Future] = {}
+
+    async def settle(
+        self,
+        keys: Iterable[Hashable],
+        ask: Callable[[list], Awaitable[list[bool]]],
+        record: Callable[[list, list[bool]], None],
+    ) -> tuple[dict, int]:
+        """The answers for distinct `keys`, none known yet: `ask` is called about those
+        no other call is asking about (and `record` keeps its answers before anyone
+        else can look), the others' answers are awaited. Returns the answers by key
+        and the keys this call asked about. A call that was cancelled or failed
+        leaves its keys to be asked again by those waiting on them."""
+        out: dict = {}
+        calls = 0
+        keys = list(keys)
+        while keys:
+            mine = [k for k in keys if k not in self.asking]
+            theirs = [(k, self.asking[k]) for k in keys if k in self.asking]
+            if mine:
+                loop = asyncio.get_running_loop()
+                futures = [loop.create_future() for _ in mine]
+                self.asking.update(zip(mine, futures))
+                try:
+                    values = list(await ask(mine))
+                    record(mine, values)
+                    for f, v in zip(futures, values):
+                        f.set_result(v)
+                finally:
+                    for k, f in zip(mine, futures):
+                        del self.asking[k]
+                        if not f.done():
+                            f.cancel()  # failed: the waiters ask again
+                out.update(zip(mine, values))
+                calls += len(mine)
+            keys = []
+            for k, f in theirs:
+                try:
+                    out[k] = await asyncio.shield(f)
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if not f.cancelled() or (task is not None and task.cancelling()):
+                        raise
+                    keys.append(k)  # its asker stopped: ask again
+        return out, calls
 
 
 class TrieIndex:
@@ -125,9 +177,7 @@ class Checks:
         unknown = sorted({int(p) for p in positions.tolist() if int(p) not in known})
         calls = 0
         if unknown:
-            values = await self._ask_tokens(unknown)
-            calls = len(unknown)
-            known.update(zip(unknown, values))
+            _, calls = await self.known.settle(unknown, self._ask_tokens, lambda ks, vs: known.update(zip(ks, vs)))
         return np.fromiter((known[int(p)] for p in positions.tolist()), dtype=bool, count=len(positions)), calls
 
     async def _ask_tokens(self, positions: list[int]) -> list[bool]:
@@ -169,38 +219,49 @@ class Checks:
             else:
                 out[j] = got
         nodes = list(pending)
-        values, done = await gather_or_cancel(
-            self._ask_nodes(nodes) if nodes else _nothing(),
-            self.condition.complete(self.context) if ask_eos else _nothing(),
-        )
-        calls = len(nodes) + bool(ask_eos)
+        keys: list = nodes + (["eos"] if ask_eos else [])
+        answers, calls = await known.settle(keys, self._ask_keys, self._record) if keys else ({}, 0)
         if ask_eos:
-            known.eos = boolean_value(self.condition, done)
-            out[ask_eos] = known.eos
+            out[ask_eos] = answers["eos"]
         rejected = []
-        for node, value in zip(nodes, values or []):
-            if value:
-                index.mark_live(known, node)
+        for node in nodes:
+            if answers[node]:
                 out[pending[node]] = True
             else:
-                known.dead.add(node)
                 rejected.append(node)
         calls += await self._probe(rejected)
         return out, calls
+
+    async def _ask_keys(self, keys: list) -> list[bool]:
+        """The condition's answers for trie nodes and `"eos"`, in one pass."""
+        nodes = [k for k in keys if k != "eos"]
+        values, done = await gather_or_cancel(
+            self._ask_nodes(nodes) if nodes else _nothing(),
+            self.condition.complete(self.context) if "eos" in keys else _nothing(),
+        )
+        it = iter(values or [])
+        return [boolean_value(self.condition, done) if k == "eos" else next(it) for k in keys]
+
+    def _record(self, keys: list, values: list[bool]) -> None:
+        """Keep the answers for trie nodes and `"eos"`."""
+        index, known = self.index, self.known
+        for key, value in zip(keys, values):
+            if key == "eos":
+                known.eos = value
+            elif value:
+                index.mark_live(known, key)
+            else:
+                known.dead.add(key)
 
     async def _probe(self, rejected: list[int]) -> int:
         """Ask about the node above each rejected one that could settle most (see the
         module docstring); returns the calls made."""
         index, known = self.index, self.known
         probes = sorted({n for n in (index.probe(known, node) for node in rejected) if n is not None})
+        probes = [n for n in probes if index.settled(known, n) is None]
         if not probes:
             return 0
-        for node, value in zip(probes, await self._ask_nodes(probes)):
-            if value:
-                index.mark_live(known, node)
-            else:
-                known.dead.add(node)
-        return len(probes)
+        return (await known.settle(probes, self._ask_nodes, self._record))[1]
 
     async def _ask_nodes(self, nodes: list[int]) -> list[bool]:
         """The inner potential's answers at trie nodes below the context's image."""
