@@ -11,12 +11,15 @@ A coercion through a homomorphic map declares its token trie
 and a node whose prefix is -inf has only such nodes below it. So an answer is kept
 per trie node: a token is rejected without a call when a node on its path is known
 dead, accepted when its own node is known live (an accepted token makes every node
-on its path live). After a rejected token, `Checks` asks about one more node: the
-child, on the token's path, of its deepest ancestor known live. When that node is
-dead, every token below it is settled at once (after a context where the condition
-allows only a few first bytes, a few calls settle most of the vocabulary); when it
-is live, the known-live frontier moves one byte down. Either way a reject costs at
-most one call more.
+on its path live). A rejected token makes the nodes above it, up to its deepest
+ancestor known live, doubted. A token drawn later whose path leaves the live nodes
+through a doubted node (one byte below the known-live frontier) has that node asked
+about first: when it is dead, the token and every other token below it are settled
+by that one call (after a context where the condition allows only a few first
+bytes, a few calls settle most of the vocabulary); when it is live, the frontier
+moves one byte down and the token's own node is asked about next. Compared with
+asking about the frontier node at every reject, this costs the same calls where a
+second token below the node is drawn, and one call less where none is.
 
 Concurrent searches after one context (the particles of a step) share the calls in
 flight too: a token or node that another search is asking about is awaited, not asked
@@ -48,17 +51,19 @@ class Known:
         tokens: support position (EOS's included) -> allowed, for conditions
             checked token by token.
         live, dead: trie nodes known live / dead, for conditions with a token trie.
+        doubted: trie nodes, not known live, above a node known dead.
         eos: whether EOS is allowed there (None: not asked yet).
         asking: the keys (support positions, trie nodes, `"eos"`) a call is asking
             about now, each with the future of its answer.
     """
 
-    __slots__ = ("tokens", "live", "dead", "eos", "asking")
+    __slots__ = ("tokens", "live", "dead", "doubted", "eos", "asking")
 
     def __init__(self):
         self.tokens: dict[int, bool] = {}
         self.live: set[int] = set()
         self.dead: set[int] = set()
+        self.doubted: set[int] = set()
         self.eos: bool | None = None
         self.asking: dict[Hashable, asyncio.Future] = {}
 
@@ -135,14 +140,23 @@ class TrieIndex:
             live.add(node)
             node = parent[node]
 
-    def probe(self, known: Known, node: int) -> int | None:
-        """For a dead `node`: the child, on its path, of its deepest ancestor known live
-        (the root counts as live), unless that is `node` itself."""
+    def frontier(self, known: Known, node: int) -> int:
+        """The node on `node`'s path just below its deepest ancestor known live (the
+        root counts as live); `node` itself when its parent is live."""
         parent, live = self.parent, known.live
         below, up = node, parent[node]
         while up > 0 and up not in live:
             below, up = up, parent[up]
-        return None if below == node else below
+        return below
+
+    def mark_dead(self, known: Known, node: int) -> None:
+        """`node` is dead; the nodes above it not known live become doubted."""
+        known.dead.add(node)
+        parent, live, doubted = self.parent, known.live, known.doubted
+        node = parent[node]
+        while node > 0 and node not in live and node not in doubted:
+            doubted.add(node)
+            node = parent[node]
 
 
 class Checks:
@@ -201,36 +215,37 @@ class Checks:
         return [boolean_value(condition, done if p == eos else next(it)) for p in positions]
 
     async def _by_trie(self, positions: np.ndarray) -> tuple[np.ndarray, int]:
+        """`answer` through the token trie: at most two calls per token, the doubted
+        node on its path first (see the module docstring)."""
         index, known, eos = self.index, self.known, self.eos
         out = np.zeros(len(positions), dtype=bool)
-        pending: dict[int, list[int]] = {}  # node -> places in `out`
-        ask_eos: list[int] = []
-        for j, p in enumerate(positions.tolist()):
-            if p == eos:
-                if known.eos is None:
-                    ask_eos.append(j)
-                else:
-                    out[j] = known.eos
-                continue
-            node = index.leaf[p]
-            got = index.settled(known, node)
-            if got is None:
-                pending.setdefault(node, []).append(j)
-            else:
-                out[j] = got
-        nodes = list(pending)
-        keys: list = nodes + (["eos"] if ask_eos else [])
-        answers, calls = await known.settle(keys, self._ask_keys, self._record) if keys else ({}, 0)
-        if ask_eos:
-            out[ask_eos] = answers["eos"]
-        rejected = []
-        for node in nodes:
-            if answers[node]:
-                out[pending[node]] = True
-            else:
-                rejected.append(node)
-        calls += await self._probe(rejected)
+        at_eos = positions == eos
+        leaves = [(j, index.leaf[p]) for j, p in enumerate(positions.tolist()) if p != eos]
+        ask_eos = bool(at_eos.any()) and known.eos is None
+        calls = 0
+        for last in (False, True):
+            open_: dict[Hashable, list[tuple[int, int]]] = {"eos": []} if ask_eos and not last else {}
+            for j, node in leaves:
+                got = index.settled(known, node)
+                if got is not None:
+                    out[j] = got
+                    continue
+                top = index.frontier(known, node)
+                ask = top if not last and top != node and top in known.doubted else node
+                open_.setdefault(ask, []).append((j, node))
+            if not open_:
+                break
+            calls += (await self._settle(list(open_)))[1]
+            leaves = [pair for pairs in open_.values() for pair in pairs]
+        for j, node in leaves:  # a leaf asked about is settled
+            out[j] = index.settled(known, node)
+        out[at_eos] = bool(known.eos)
         return out, calls
+
+    async def _settle(self, keys: list) -> tuple[list[bool], int]:
+        """`Known.settle` of trie nodes and `"eos"`: their answers and the calls made."""
+        answers, calls = await self.known.settle(keys, self._ask_keys, self._record)
+        return [answers[k] for k in keys], calls
 
     async def _ask_keys(self, keys: list) -> list[bool]:
         """The condition's answers for trie nodes and `"eos"`, in one pass."""
@@ -251,17 +266,7 @@ class Checks:
             elif value:
                 index.mark_live(known, key)
             else:
-                known.dead.add(key)
-
-    async def _probe(self, rejected: list[int]) -> int:
-        """Ask about the node above each rejected one that could settle most (see the
-        module docstring); returns the calls made."""
-        index, known = self.index, self.known
-        probes = sorted({n for n in (index.probe(known, node) for node in rejected) if n is not None})
-        probes = [n for n in probes if index.settled(known, n) is None]
-        if not probes:
-            return 0
-        return (await known.settle(probes, self._ask_nodes, self._record))[1]
+                index.mark_dead(known, key)
 
     async def _ask_nodes(self, nodes: list[int]) -> list[bool]:
         """The inner potential's answers at trie nodes below the context's image."""
