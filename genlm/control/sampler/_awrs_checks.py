@@ -82,33 +82,37 @@ class Known:
         calls = 0
         keys = list(keys)
         while keys:
-            mine = [k for k in keys if k not in self.asking]
-            theirs = [(k, self.asking[k]) for k in keys if k in self.asking]
+            asking = self.asking
+            mine = [k for k in keys if k not in asking]
+            theirs: dict[int, tuple[asyncio.Future, list]] = {}
+            for k in keys:
+                if k in asking:
+                    theirs.setdefault(id(asking[k]), (asking[k], []))[1].append(k)
             if mine:
-                loop = asyncio.get_running_loop()
-                futures = [loop.create_future() for _ in mine]
-                self.asking.update(zip(mine, futures))
+                future = asyncio.get_running_loop().create_future()  # one call's answers by key
+                asking.update(dict.fromkeys(mine, future))
                 try:
                     values = list(await ask(mine))
                     record(mine, values)
-                    for f, v in zip(futures, values):
-                        f.set_result(v)
+                    future.set_result(dict(zip(mine, values)))
                 finally:
-                    for k, f in zip(mine, futures):
-                        del self.asking[k]
-                        if not f.done():
-                            f.cancel()  # failed: the waiters ask again
-                out.update(zip(mine, values))
+                    for k in mine:
+                        del asking[k]
+                    if not future.done():
+                        future.cancel()  # failed: the waiters ask again
+                out.update(future.result())
                 calls += len(mine)
             keys = []
-            for k, f in theirs:
+            for future, waiting in theirs.values():
                 try:
-                    out[k] = await asyncio.shield(f)
+                    got = await asyncio.shield(future)
                 except asyncio.CancelledError:
                     task = asyncio.current_task()
-                    if not f.cancelled() or (task is not None and task.cancelling()):
+                    if not future.cancelled() or (task is not None and task.cancelling()):
                         raise
-                    keys.append(k)  # its asker stopped: ask again
+                    keys += waiting  # its asker stopped: ask again
+                    continue
+                out.update((k, got[k]) for k in waiting)
         return out, calls
 
 
