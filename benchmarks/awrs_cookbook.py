@@ -16,7 +16,7 @@ Two workloads per pattern:
 It runs unchanged under genlm-control 0.4.1 (a separate venv with that release; the
 model given by directory):
 
-    python benchmarks/awrs_cookbook.py [--seeds 5]
+    python benchmarks/awrs_cookbook.py [--seeds 5] [--workloads draws smc]
     /work/venv-041/bin/python benchmarks/awrs_cookbook.py --model genlm/control/embedded/tiny
 """
 
@@ -101,6 +101,9 @@ async def smc(sampler, seed: int) -> int:
     return sum(w > NEG_INF for w in seqs.log_weights)
 
 
+WORKLOADS = (("draws", "10 draws", draws), ("smc", "smc N=10, 16 tokens", smc))
+
+
 async def measure(llm, pattern: str, workload, seeds: int) -> str:
     inner = Pattern(pattern)
     condition = inner.coerce(llm, f=b"".join)
@@ -114,7 +117,7 @@ async def measure(llm, pattern: str, workload, seeds: int) -> str:
         cpu.append(time.process_time() - start)
         calls.append(inner.calls)
     return (
-        f"{len(condition.vocab)} | {np.mean(calls):.0f} (max {max(calls)}) | "
+        f"{len(condition.vocab)} | {np.mean(calls):.1f} ± {np.std(calls, ddof=1) / np.sqrt(len(calls)):.1f} (max {max(calls)}) | "
         f"{alive}/{10 * seeds} | {np.mean(cpu):.3f}"
     )
 
@@ -122,11 +125,12 @@ async def measure(llm, pattern: str, workload, seeds: int) -> str:
 async def main(args) -> None:
     llm = load_llm(args.model, PROMPT)
     print(f"genlm-control {VERSION}; AWRS over Pattern(...).coerce(llm, f=b''.join); seeds 0..{args.seeds - 1}\n")
-    print("| pattern | workload | condition tokens | condition calls / run | positive weights | CPU s / run |")
+    print("| pattern | workload | condition tokens | condition calls / run (± s.e.) | positive weights | CPU s / run |")
     print("|---|---|---:|---:|---:|---:|")
     names = args.patterns or list(PATTERNS)
+    workloads = [w for w in WORKLOADS if w[0] in (args.workloads or ("draws", "smc"))]
     for name in names:
-        for label, workload in (("10 draws", draws), ("smc N=10, 16 tokens", smc)):
+        for _, label, workload in workloads:
             row = await measure(llm, PATTERNS[name], workload, args.seeds)
             print(f"| `{PATTERNS[name]}` | {label} | {row} |", flush=True)
 
@@ -136,4 +140,5 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     parser.add_argument("--patterns", nargs="*", choices=sorted(PATTERNS))
+    parser.add_argument("--workloads", nargs="*", choices=[w[0] for w in WORKLOADS])
     asyncio.run(main(parser.parse_args()))

@@ -153,12 +153,13 @@ async def measure(llm, condition, seeds: int, estimator: str | None) -> str:
     counted = Counted(condition)
     sampler = AWRS(llm, counted) if estimator is None else AWRS(llm, counted, estimator=estimator)
     per_run: list[Counter] = []
-    seconds, dead = [], 0
+    seconds, cpu, dead = [], [], 0
     for seed in range(seeds):
         counted.calls = Counter()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         (seqs,) = await run_many(sampler, [seed], n_particles=10, ess_threshold=0.5, max_tokens=20)
         seconds.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         dead += sum(w == -math.inf for w in seqs.log_weights)
         per_run.append(counted.calls)
     keys = sorted({k for c in per_run for k in c})
@@ -166,7 +167,7 @@ async def measure(llm, condition, seeds: int, estimator: str | None) -> str:
     total = [sum(v for k, v in c.items() if k != "allowed_next tokens") for c in per_run]
     return (
         f"{len(condition.vocab)} | {np.mean(total):.0f} (max {max(total)}) | {calls} | "
-        f"{dead}/{10 * seeds} | {np.mean(seconds):.1f}"
+        f"{dead}/{10 * seeds} | {np.mean(seconds):.1f} | {np.mean(cpu):.2f}"
     )
 
 
@@ -176,9 +177,9 @@ async def main(args) -> None:
         f"genlm-control {VERSION}; AWRS, prompt {PROMPT!r}, N = 10, max_tokens = 20, ESS 0.5, seeds 0..{args.seeds - 1}\n"
     )
     print(
-        "| condition | estimator | condition tokens | calls / run (mean) | per method (mean / run) | dead particles | s / run |"
+        "| condition | estimator | condition tokens | calls / run (mean) | per method (mean / run) | dead particles | s / run | CPU s / run |"
     )
-    print("|---|---|---:|---:|---|---:|---:|")
+    print("|---|---|---:|---:|---|---:|---:|---:|")
     for name, make in conditions(llm).items():
         condition = make()
         for estimator in ESTIMATORS:

@@ -157,3 +157,69 @@ async def test_a_dead_first_byte_settles_every_token_below_it():
         for _ in range(30):
             await hidden.sample([])
     assert len(inner.asked) < len(hidden_inner.asked)
+
+
+@pytest.mark.parametrize("hide", [False, True], ids=["trie", "token by token"])
+async def test_the_particles_of_a_step_ask_each_question_once(hide):
+    """Concurrent searches after one context await the calls in flight of the others
+    instead of asking again: one step of 32 particles asks no text twice."""
+    s, inner = sampler(4, hide=hide)
+    out = await s.batch_sample([[] for _ in range(32)], [np.random.default_rng(k) for k in range(32)])
+    assert len(out) == 32 and inner.asked
+    assert len(inner.asked) == len(set(inner.asked))
+
+
+async def test_a_dead_node_is_asked_about_only_when_a_second_token_below_it_is_drawn():
+    """A rejected token costs one call; the byte above it is asked about (and settles
+    every token below it) when another token below it comes."""
+    from genlm.control.sampler._awrs_checks import CheckMemo
+
+    lm, inner = llm_like(0), QuotedBytes()
+    condition = inner.coerce(lm, f=b"".join)
+    memo = CheckMemo(None, _index(condition))
+    position = {t: i for i, t in enumerate(condition.vocab)}
+    checks = memo.at(condition, [])
+    ok, calls = await checks.answer(np.array([position[b"ab"]]))
+    assert not ok[0] and calls == 1 and inner.asked == [tuple(b"ab")]
+    ok, calls = await checks.answer(np.array([position[b"acb"]]))  # asks b"a": dead
+    assert not ok[0] and calls == 1 and inner.asked[-1] == tuple(b"a")
+    below_a = np.array([i for t, i in position.items() if t[:1] == b"a"])
+    ok, calls = await checks.answer(below_a)
+    assert not ok.any() and calls == 0
+    ok, calls = await checks.answer(np.array([position[b"qa"], position[b"qab"]]))
+    assert ok.all() and calls == 2
+
+
+async def test_a_waiter_asks_again_when_the_call_it_awaits_is_cancelled():
+    """`Known.settle`: the keys of a cancelled call are asked by those waiting on
+    them, and no key stays marked as in flight."""
+    import asyncio
+
+    from genlm.control.sampler._awrs_checks import Known
+
+    known, record = Known(), {}
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(keys):
+        started.set()
+        await release.wait()
+        return [True] * len(keys)
+
+    async def fast(keys):
+        return [k % 2 == 0 for k in keys]
+
+    first = asyncio.ensure_future(known.settle([1, 2], slow, lambda ks, vs: record.update(zip(ks, vs))))
+    await started.wait()
+    second = asyncio.ensure_future(known.settle([2, 3], fast, lambda ks, vs: record.update(zip(ks, vs))))
+    await asyncio.sleep(0)
+    first.cancel()
+    answers, calls = await second
+    assert answers == {2: True, 3: False} and calls == 2 and record == {2: True, 3: False}
+    assert first.cancelled() and not known.asking
+
+
+def _index(condition):
+    from genlm.control.sampler._awrs_checks import TrieIndex
+
+    trie = fast_paths.token_trie(condition)
+    return TrieIndex(trie, trie.inner)

@@ -188,6 +188,14 @@ def test_improper_weights_draw_the_exact_token_law():
         assert abs(freq - p[x]) <= 5 * math.sqrt(p[x] * (1 - p[x]) / len(index)) + 1e-4
 
 
+def _recording(prefix, asked: list):
+    async def recorded(context):
+        asked.append(tuple(context))
+        return await prefix(context)
+
+    return recorded
+
+
 def _step(sampler: AWRS, n_particles: int) -> tuple[int, list[int]]:
     """One `batch_sample` of `n_particles`: the read-backs counted, and the number of
     values each carried."""
@@ -210,24 +218,7 @@ def _step(sampler: AWRS, n_particles: int) -> tuple[int, list[int]]:
     return count.value, sizes
 
 
-@pytest.mark.parametrize(
-    "n_particles",
-    [
-        1,
-        *(
-            pytest.param(
-                n,
-                marks=pytest.mark.xfail(
-                    reason="known regression: answers remembered from other particles let "
-                    "their walks run ahead of the shared read-back rounds (40 read-backs at "
-                    "16 particles); open in issue 24's AWRS work",
-                    strict=True,
-                ),
-            )
-            for n in (16, 64)
-        ),
-    ],
-)
+@pytest.mark.parametrize("n_particles", [1, 16, 64])
 def test_read_backs_are_bounded_by_the_blocks_not_by_particles(n_particles):
     """A step reads back once for every particle's first arrivals and once per round
     of further arrivals, which the requests of one pass share: with one allowed token
@@ -235,8 +226,13 @@ def test_read_backs_are_bounded_by_the_blocks_not_by_particles(n_particles):
     read-backs whatever the number of particles."""
     n = 4096
     sampler, _ = setup(n=n, p_allow=0.01, batched=False, device_block=4)
+    condition = sampler.condition.potential
+    asked = []
+    condition.prefix = _recording(condition.prefix, asked)
     count, sizes = _step(sampler, n_particles)
     assert 1 < count <= 2 + math.log2(n / 4)
+    # the particles share the step's answers: no token is asked about twice
+    assert len(asked) == len(set(asked)) > 0
     # each arrival is read back once (position and value), with two values per row
     # and round: never more than every live entry of every row
     assert sum(sizes) <= n_particles * (2 * (n + 1) + 2 * count + 2)

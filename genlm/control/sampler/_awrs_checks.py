@@ -11,12 +11,19 @@ A coercion through a homomorphic map declares its token trie
 and a node whose prefix is -inf has only such nodes below it. So an answer is kept
 per trie node: a token is rejected without a call when a node on its path is known
 dead, accepted when its own node is known live (an accepted token makes every node
-on its path live). After a rejected token, `Checks` asks about one more node: the
-child, on the token's path, of its deepest ancestor known live. When that node is
-dead, every token below it is settled at once (after a context where the condition
-allows only a few first bytes, a few calls settle most of the vocabulary); when it
-is live, the known-live frontier moves one byte down. Either way a reject costs at
-most one call more.
+on its path live). A rejected token makes the nodes above it, up to its deepest
+ancestor known live, doubted. A token drawn later whose path leaves the live nodes
+through a doubted node (one byte below the known-live frontier) has that node asked
+about first: when it is dead, the token and every other token below it are settled
+by that one call (after a context where the condition allows only a few first
+bytes, a few calls settle most of the vocabulary); when it is live, the frontier
+moves one byte down and the token's own node is asked about next. Compared with
+asking about the frontier node at every reject, this costs the same calls where a
+second token below the node is drawn, and one call less where none is.
+
+Concurrent searches after one context (the particles of a step) share the calls in
+flight too: a token or node that another search is asking about is awaited, not asked
+again (`Known.settle`).
 
 Only the condition's own answers are kept and used, so a search draws the same
 tokens, takes the same decisions and returns the same weights as one that checks
@@ -25,7 +32,8 @@ every drawn token; what changes is how many calls it makes.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+import asyncio
+from typing import Any, Awaitable, Callable, Hashable, Iterable
 
 import numpy as np
 
@@ -43,16 +51,69 @@ class Known:
         tokens: support position (EOS's included) -> allowed, for conditions
             checked token by token.
         live, dead: trie nodes known live / dead, for conditions with a token trie.
+        doubted: trie nodes, not known live, above a node known dead.
         eos: whether EOS is allowed there (None: not asked yet).
+        asking: the keys (support positions, trie nodes, `"eos"`) a call is asking
+            about now, each with the future of its answer.
     """
 
-    __slots__ = ("tokens", "live", "dead", "eos")
+    __slots__ = ("tokens", "live", "dead", "doubted", "eos", "asking")
 
     def __init__(self):
         self.tokens: dict[int, bool] = {}
         self.live: set[int] = set()
         self.dead: set[int] = set()
+        self.doubted: set[int] = set()
         self.eos: bool | None = None
+        self.asking: dict[Hashable, asyncio.Future] = {}
+
+    async def settle(
+        self,
+        keys: Iterable[Hashable],
+        ask: Callable[[list], Awaitable[list[bool]]],
+        record: Callable[[list, list[bool]], None],
+    ) -> tuple[dict, int]:
+        """The answers for distinct `keys`, none known yet: `ask` is called about those
+        no other call is asking about (and `record` keeps its answers before anyone
+        else can look), the others' answers are awaited. Returns the answers by key
+        and the keys this call asked about. A call that was cancelled or failed
+        leaves its keys to be asked again by those waiting on them."""
+        out: dict = {}
+        calls = 0
+        keys = list(keys)
+        while keys:
+            asking = self.asking
+            mine = [k for k in keys if k not in asking]
+            theirs: dict[int, tuple[asyncio.Future, list]] = {}
+            for k in keys:
+                if k in asking:
+                    theirs.setdefault(id(asking[k]), (asking[k], []))[1].append(k)
+            if mine:
+                future = asyncio.get_running_loop().create_future()  # one call's answers by key
+                asking.update(dict.fromkeys(mine, future))
+                try:
+                    values = list(await ask(mine))
+                    record(mine, values)
+                    future.set_result(dict(zip(mine, values)))
+                finally:
+                    for k in mine:
+                        del asking[k]
+                    if not future.done():
+                        future.cancel()  # failed: the waiters ask again
+                out.update(future.result())
+                calls += len(mine)
+            keys = []
+            for future, waiting in theirs.values():
+                try:
+                    got = await asyncio.shield(future)
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if not future.cancelled() or (task is not None and task.cancelling()):
+                        raise
+                    keys += waiting  # its asker stopped: ask again
+                    continue
+                out.update((k, got[k]) for k in waiting)
+        return out, calls
 
 
 class TrieIndex:
@@ -83,14 +144,23 @@ class TrieIndex:
             live.add(node)
             node = parent[node]
 
-    def probe(self, known: Known, node: int) -> int | None:
-        """For a dead `node`: the child, on its path, of its deepest ancestor known live
-        (the root counts as live), unless that is `node` itself."""
+    def frontier(self, known: Known, node: int) -> int:
+        """The node on `node`'s path just below its deepest ancestor known live (the
+        root counts as live); `node` itself when its parent is live."""
         parent, live = self.parent, known.live
         below, up = node, parent[node]
         while up > 0 and up not in live:
             below, up = up, parent[up]
-        return None if below == node else below
+        return below
+
+    def mark_dead(self, known: Known, node: int) -> None:
+        """`node` is dead; the nodes above it not known live become doubted."""
+        known.dead.add(node)
+        parent, live, doubted = self.parent, known.live, known.doubted
+        node = parent[node]
+        while node > 0 and node not in live and node not in doubted:
+            doubted.add(node)
+            node = parent[node]
 
 
 class Checks:
@@ -125,9 +195,7 @@ class Checks:
         unknown = sorted({int(p) for p in positions.tolist() if int(p) not in known})
         calls = 0
         if unknown:
-            values = await self._ask_tokens(unknown)
-            calls = len(unknown)
-            known.update(zip(unknown, values))
+            _, calls = await self.known.settle(unknown, self._ask_tokens, lambda ks, vs: known.update(zip(ks, vs)))
         return np.fromiter((known[int(p)] for p in positions.tolist()), dtype=bool, count=len(positions)), calls
 
     async def _ask_tokens(self, positions: list[int]) -> list[bool]:
@@ -151,56 +219,58 @@ class Checks:
         return [boolean_value(condition, done if p == eos else next(it)) for p in positions]
 
     async def _by_trie(self, positions: np.ndarray) -> tuple[np.ndarray, int]:
+        """`answer` through the token trie: at most two calls per token, the doubted
+        node on its path first (see the module docstring)."""
         index, known, eos = self.index, self.known, self.eos
         out = np.zeros(len(positions), dtype=bool)
-        pending: dict[int, list[int]] = {}  # node -> places in `out`
-        ask_eos: list[int] = []
-        for j, p in enumerate(positions.tolist()):
-            if p == eos:
-                if known.eos is None:
-                    ask_eos.append(j)
-                else:
-                    out[j] = known.eos
-                continue
-            node = index.leaf[p]
-            got = index.settled(known, node)
-            if got is None:
-                pending.setdefault(node, []).append(j)
-            else:
-                out[j] = got
-        nodes = list(pending)
-        values, done = await gather_or_cancel(
-            self._ask_nodes(nodes) if nodes else _nothing(),
-            self.condition.complete(self.context) if ask_eos else _nothing(),
-        )
-        calls = len(nodes) + bool(ask_eos)
-        if ask_eos:
-            known.eos = boolean_value(self.condition, done)
-            out[ask_eos] = known.eos
-        rejected = []
-        for node, value in zip(nodes, values or []):
-            if value:
-                index.mark_live(known, node)
-                out[pending[node]] = True
-            else:
-                known.dead.add(node)
-                rejected.append(node)
-        calls += await self._probe(rejected)
+        at_eos = positions == eos
+        leaves = [(j, index.leaf[p]) for j, p in enumerate(positions.tolist()) if p != eos]
+        ask_eos = bool(at_eos.any()) and known.eos is None
+        calls = 0
+        for last in (False, True):
+            open_: dict[Hashable, list[tuple[int, int]]] = {"eos": []} if ask_eos and not last else {}
+            for j, node in leaves:
+                got = index.settled(known, node)
+                if got is not None:
+                    out[j] = got
+                    continue
+                top = index.frontier(known, node)
+                ask = top if not last and top != node and top in known.doubted else node
+                open_.setdefault(ask, []).append((j, node))
+            if not open_:
+                break
+            calls += (await self._settle(list(open_)))[1]
+            leaves = [pair for pairs in open_.values() for pair in pairs]
+        for j, node in leaves:  # a leaf asked about is settled
+            out[j] = index.settled(known, node)
+        out[at_eos] = bool(known.eos)
         return out, calls
 
-    async def _probe(self, rejected: list[int]) -> int:
-        """Ask about the node above each rejected one that could settle most (see the
-        module docstring); returns the calls made."""
+    async def _settle(self, keys: list) -> tuple[list[bool], int]:
+        """`Known.settle` of trie nodes and `"eos"`: their answers and the calls made."""
+        answers, calls = await self.known.settle(keys, self._ask_keys, self._record)
+        return [answers[k] for k in keys], calls
+
+    async def _ask_keys(self, keys: list) -> list[bool]:
+        """The condition's answers for trie nodes and `"eos"`, in one pass."""
+        nodes = [k for k in keys if k != "eos"]
+        values, done = await gather_or_cancel(
+            self._ask_nodes(nodes) if nodes else _nothing(),
+            self.condition.complete(self.context) if "eos" in keys else _nothing(),
+        )
+        it = iter(values or [])
+        return [boolean_value(self.condition, done) if k == "eos" else next(it) for k in keys]
+
+    def _record(self, keys: list, values: list[bool]) -> None:
+        """Keep the answers for trie nodes and `"eos"`."""
         index, known = self.index, self.known
-        probes = sorted({n for n in (index.probe(known, node) for node in rejected) if n is not None})
-        if not probes:
-            return 0
-        for node, value in zip(probes, await self._ask_nodes(probes)):
-            if value:
-                index.mark_live(known, node)
+        for key, value in zip(keys, values):
+            if key == "eos":
+                known.eos = value
+            elif value:
+                index.mark_live(known, key)
             else:
-                known.dead.add(node)
-        return len(probes)
+                index.mark_dead(known, key)
 
     async def _ask_nodes(self, nodes: list[int]) -> list[bool]:
         """The inner potential's answers at trie nodes below the context's image."""

@@ -67,6 +67,7 @@ class Race:
         self.probs = (q - shift[:, None]).exp_()
         live = (q > NEG_INF).sum(dim=1).to(q.dtype)
         self.arrived = [_Arrivals() for _ in range(n)]
+        self.walking: set[int] = set(range(n))  # rows whose walk may still take arrivals
         head = self._fetch(list(range(n)), [first] * n, torch.stack([log_q, live], dim=1))
         if np.isposinf(head[:, 0]).any():
             raise ValueError(
@@ -190,14 +191,37 @@ class _Arrivals:
 
 
 async def _serve(requests: list[tuple]) -> list[None]:
-    """Fetch every waiting row's arrivals: one computation and read-back per race."""
+    """Fetch every waiting row's arrivals: one computation and read-back per race,
+    which also doubles the arrivals held by every other row of the race still
+    walking (see `ahead`)."""
     by_race: dict[int, tuple[Race, dict[int, int]]] = {}
     for race, r, want in requests:
         rows = by_race.setdefault(id(race), (race, {}))[1]
         rows[r] = max(rows.get(r, 0), want)
     for race, rows in by_race.values():
+        for r, want in ahead(race, rows).items():
+            rows.setdefault(r, want)
         race._fetch(list(rows), list(rows.values()))
     return [None] * len(requests)
+
+
+def ahead(race: Race, asked: dict[int, int]) -> dict[int, int]:
+    """The rows of `race` still walking that did not ask in this pass, with twice
+    the arrivals each holds (at most its live count).
+
+    The walks of one step need their next arrivals in different passes of the event
+    loop: a walk whose checks the memo answers (`genlm.control.sampler._awrs_checks`)
+    awaits no condition call and runs ahead of the others. Serving them ahead of
+    time with the walk that asks keeps every read-back a doubling of each walking
+    row's arrivals, so a step reads back at most `1 + log2(V / first)` times after
+    its first read-back, whatever the number of particles and whenever each asks.
+    Reading further ahead in the arrival order changes no draw."""
+    out = {}
+    for r in sorted(race.walking - asked.keys()):
+        got, live = race.arrived[r], int(race.live[r])
+        if got.fetched < live:
+            out[r] = min(live, 2 * got.fetched)
+    return out
 
 
 _window: Window = Window(_serve)
@@ -238,6 +262,13 @@ async def search_on_device(
 
 
 async def _one(sampler: Any, race: Race, r: int, context: list, rng: np.random.Generator) -> tuple:
+    try:
+        return await _one_row(sampler, race, r, context, rng)
+    finally:
+        race.walking.discard(r)  # later read-backs of the step skip this row
+
+
+async def _one_row(sampler: Any, race: Race, r: int, context: list, rng: np.random.Generator) -> tuple:
     eos = sampler.condition.eos
     log_q = float(race.log_q[r])
     if log_q == NEG_INF:
