@@ -78,6 +78,31 @@ def test_trie_set_sampler_is_constructible_and_draws_no_sets():
         asyncio.run(sampler.sample_set([]))
 
 
+@pytest.mark.parametrize("how", ["default", "keyword", "041-positional"])
+async def test_set_samplers_take_041s_autobatch_argument(how):
+    """0.4.1's `autobatch=`: by default only the iter potential is wrapped in its
+    autobatched view; `autobatch=False` (or 0.4.1's positional `False`) leaves both as
+    given. The sets drawn are the same either way."""
+    from genlm.control.potential.autobatch import AutoBatchedPotential
+
+    lm, items = llm(), item_potential(b"ab", 3, 0.3)
+    args = {"default": ((), {}), "keyword": ((), {"autobatch": False}), "041-positional": ((False,), {})}
+    extra, kw = args[how]
+    sampler = TopKSetSampler(lm, items, None, *extra, **kw)
+    wrapped = how == "default"
+    assert isinstance(sampler.iter_potential, AutoBatchedPotential) is wrapped
+    assert (sampler.iter_potential.potential if wrapped else sampler.iter_potential) is lm
+    assert sampler.item_potential is items
+    assert sampler.memo_size == 256
+    got = await sampler.sample_set([b"a"])
+    want = await TopKSetSampler(lm, items, None).sample_set([b"a"])
+    assert got.tokens == want.tokens and got.logws == pytest.approx(want.logws)
+    eager = EagerSetSampler(lm, items, *extra, **kw)
+    assert isinstance(eager.iter_potential, AutoBatchedPotential) is wrapped
+    sampler.cleanup()
+    eager.cleanup()
+
+
 def test_set_sampler_token_types_are_type_and_value_errors():
     ints = NextTable([0, 1], random_rows(2, 0, 0.0))
     for kind in (TypeError, ValueError):

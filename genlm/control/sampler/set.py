@@ -143,6 +143,10 @@ class TrieSetSampler(SetSampler):
         iter_potential: a potential over byte-string tokens (e.g. `PromptedLLM`).
         item_potential: a potential over single bytes (ints 0..255).
         memo_size: the most contexts whose carried states and rows are kept.
+        autobatch: whether `iter_potential` is wrapped in its autobatched view, so the
+            particles' concurrent calls share one batch (as in 0.4.1, the item potential
+            is called in batches already and stays as given). 0.4.1's positional form
+            `TrieSetSampler(iter, item, False)` is read as `autobatch=False`.
 
     `TrieSetSampler` itself draws no sets (as in 0.4.1, its `sample_set` raises
     `NotImplementedError`): `EagerSetSampler` and `TopKSetSampler` do.
@@ -154,7 +158,16 @@ class TrieSetSampler(SetSampler):
         ValueError: if `memo_size < 1`.
     """
 
-    def __init__(self, iter_potential: Potential, item_potential: Potential, memo_size: int = 256):
+    def __init__(
+        self,
+        iter_potential: Potential,
+        item_potential: Potential,
+        memo_size: int = 256,
+        *,
+        autobatch: bool = True,
+    ):
+        if isinstance(memo_size, bool):  # 0.4.1's third argument was `autobatch`
+            memo_size, autobatch = 256, memo_size
         _check_potential("iter_potential", iter_potential)
         _check_potential("item_potential", item_potential)
         if not all(isinstance(x, bytes) for x in iter_potential.vocab):
@@ -168,8 +181,8 @@ class TrieSetSampler(SetSampler):
                 f"TrieSetSampler needs an item_potential over bytes (ints 0..255), got {item_potential!r}"
             )
         positive_int("memo_size", memo_size)
-        self.iter_potential = iter_potential.to_autobatched()
-        self.item_potential = item_potential.to_autobatched()
+        self.iter_potential = iter_potential.to_autobatched() if autobatch else iter_potential
+        self.item_potential = item_potential
         self.carrier = stateful_potential(item_potential)
         self.memo_size = int(memo_size)
         self._carried: LRU[tuple, CarriedNodes] = LRU(self.memo_size)
@@ -283,7 +296,13 @@ class TopKSetSampler(TrieSetSampler):
     """
 
     def __init__(
-        self, iter_potential: Potential, item_potential: Potential, K: int | None, memo_size: int = 256
+        self,
+        iter_potential: Potential,
+        item_potential: Potential,
+        K: int | None,
+        memo_size: int = 256,
+        *,
+        autobatch: bool = True,
     ):
         if K is not None:
             reject_bool("K", K)
@@ -291,7 +310,7 @@ class TopKSetSampler(TrieSetSampler):
                 raise TypeError(f"K must be an integer ≥ 1 or None, got {K!r}")
             if K < 1:
                 raise ValueError(f"K must be an integer ≥ 1 or None, got {K!r}")
-        super().__init__(iter_potential, item_potential, memo_size)
+        super().__init__(iter_potential, item_potential, memo_size, autobatch=autobatch)
         self.K = None if K is None else int(K)
 
     async def sample_set(self, context, draw=None):
