@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from jsonschema import ValidationError
 from jsonschema.validators import extend, validator_for
 from toys.constraints import embedded_tokenizer, embedded_vocab
+from toys.json_engine import random_completion
 
 from genlm.control import EOS, JsonSchema
 from genlm.control.potential.coerce import Coerced
@@ -238,17 +239,7 @@ def potential(name) -> JsonSchema:
 
 async def completion(p: JsonSchema, ctx: list, rng: random.Random, steps: int = 300):
     """A random completion of `ctx` drawn among the bytes `p` allows (None if not found)."""
-    ctx = list(ctx)
-    for _ in range(steps):
-        row = (await p.logw_next(ctx)).weights
-        if row[-1] == 0.0:
-            return bytes(ctx)
-        allowed = np.flatnonzero(row[:-1] == 0.0).tolist()
-        assert allowed, f"live context {bytes(ctx)!r} with no continuation"
-        closers = [b for b in allowed if b in b'"}]']
-        printable = [b for b in allowed if 0x20 < b < 0x7F] or allowed
-        ctx.append(rng.choice(closers) if closers and rng.random() < 0.7 else rng.choice(printable))
-    return None
+    return await random_completion(p, ctx, rng, steps, close_bias=0.7)
 
 
 @pytest.mark.parametrize("name", list(SCHEMAS))

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import ValidationError
 from jsonschema.validators import extend, validator_for
+from toys.json_engine import random_completion
 
 from genlm.control import JsonSchema
 from genlm.control.potential.built_in.engine._json_exact import engine_difference
@@ -123,17 +124,8 @@ def potential(name) -> JsonSchema:
 
 
 async def completion(p: JsonSchema, ctx: list, rng: random.Random, steps: int = 200):
-    ctx = list(ctx)
-    for _ in range(steps):
-        row = (await p.logw_next(ctx)).weights
-        if row[-1] == 0.0:
-            return bytes(ctx)
-        allowed = np.flatnonzero(row[:-1] == 0.0).tolist()
-        assert allowed, f"live context {bytes(ctx)!r} with no continuation"
-        closers = [b for b in allowed if b in b'"}]']
-        printable = [b for b in allowed if 0x20 < b < 0x7F] or allowed
-        ctx.append(rng.choice(closers) if closers and rng.random() < 0.6 else rng.choice(printable))
-    return None
+    """A random completion of `ctx` drawn among the bytes `p` allows (None if not found)."""
+    return await random_completion(p, ctx, rng, steps, close_bias=0.6)
 
 
 def test_every_schema_builds_and_says_which_keywords_are_loose():

@@ -7,6 +7,7 @@ answers on a byte string are its language's, free of any LLM tokenizer.
 from __future__ import annotations
 
 import llguidance as llg
+import numpy as np
 
 from genlm.control import JsonSchema
 from genlm.control.potential.built_in.engine._guided_engine import _ByteTokens, grammar_text
@@ -109,4 +110,21 @@ def disagreement_along(schema_pair, doc: bytes):
         m.consume_token(b)
     if m.is_accepting() != js.transitions.accepts(q):
         return doc, "complete"
+    return None
+
+
+async def random_completion(p: JsonSchema, ctx: list, rng, steps: int, close_bias: float):
+    """A random completion of the byte context `ctx` drawn among the bytes `p` allows
+    (a closing byte with probability `close_bias` when one is allowed, else a printable
+    one); None if none ends within `steps` bytes."""
+    ctx = list(ctx)
+    for _ in range(steps):
+        row = (await p.logw_next(ctx)).weights
+        if row[-1] == 0.0:
+            return bytes(ctx)
+        allowed = np.flatnonzero(row[:-1] == 0.0).tolist()
+        assert allowed, f"live context {bytes(ctx)!r} with no continuation"
+        closers = [b for b in allowed if b in b'"}]']
+        printable = [b for b in allowed if 0x20 < b < 0x7F] or allowed
+        ctx.append(rng.choice(closers) if closers and rng.random() < close_bias else rng.choice(printable))
     return None
