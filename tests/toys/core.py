@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import numpy as np
+import pytest
 
 from genlm.control import Potential
+from genlm.control.testing import enumerate_target, sampler_target
 
 
 class Tabular(Potential):
@@ -99,3 +102,26 @@ def segmentations(text: bytes, pieces: dict[bytes, list[int]], max_len: int):
         for i in pieces.get(text[:end], ()):
             for rest in segmentations(text[end:], pieces, max_len - 1):
                 yield (i, *rest)
+
+
+def budget_keeps_target(sampler, lm, condition, max_lens) -> bool:
+    """Assert that, at each `max_tokens` in `max_lens`, the sampler's exact target with
+    the token budget and without it is `enumerate_target`'s (same log Z and posterior)
+    and that the budget visits no more contexts; return whether it pruned any."""
+    pruned = False
+    for max_tokens in max_lens:
+        exact = asyncio.run(enumerate_target(lm, max_tokens, condition=condition))
+        visited = {}
+        for budget_aware in (True, False):
+            got = asyncio.run(sampler_target(sampler, max_tokens, budget_aware=budget_aware))
+            visited[budget_aware] = got.visited
+            if exact.log_z == -math.inf:
+                assert got.log_z == -math.inf
+                continue
+            assert got.log_z == pytest.approx(exact.log_z, abs=1e-9), (max_tokens, budget_aware)
+            assert got.posterior.keys() == exact.posterior.keys()
+            for text, p in exact.posterior.items():
+                assert got.posterior[text] == pytest.approx(p, abs=1e-9)
+        assert visited[True] <= visited[False]
+        pruned |= visited[True] < visited[False]
+    return pruned
