@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
@@ -308,24 +309,40 @@ class GuidedCoerced(Coerced):
         """`GuidedConstraint.batch_allowed` of the engine behind this coercion."""
         return await self.guided.batch_allowed(contexts, like)
 
+    # Tokens left to a complete document (`fast_paths.TokensToFinish`) -------------
+
     @property
     def batch_tokens_to_finish(self) -> Any:  # type: ignore[override]
-        """For a deterministic byte automaton (a regex), `_tokens_to_finish`; None for
-        a grammar or a schema."""
-        from genlm.control.potential.built_in.fsa.wfsa import WFSA
+        """The bound of the constraint's own generic coercion onto the same vocabulary
+        (its "twin", built on first use): exact for a deterministic byte automaton (a
+        regex), a lower bound for a grammar or a schema; None where the constraint's
+        generic coercion offers none."""
+        twin = self._budget_twin()
+        return None if twin is None else self._tokens_to_finish
 
-        if isinstance(self.potential, WFSA) and self.potential.automaton.delta is not None:
-            return self._tokens_to_finish
-        return None
+    def _budget_twin(self) -> Any:
+        """The generic coercion whose bound this one reads, or None (no bound).
+
+        The engine's language is the constraint's (the default) or a subset of it
+        (`engine=True`: docs/constraint-engines.md), so every completion the engine
+        allows the twin allows too, and the twin's fewest tokens to a complete document
+        never exceeds the engine's: the twin's lower bound is one here as well."""
+        twin = self.__dict__.get("_twin", False)
+        if twin is False:
+            twin = self.potential.generic_coercion(self.guided, self.f, False, True, None)
+            if fast_paths.tokens_to_finish(twin) is None:
+                twin = None
+            self._twin = twin
+        return twin
 
     async def _tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
-        """The exact fewest tokens to acceptance of the automaton's own coercion onto
-        the same vocabulary (`CoercedDFA`, built on first use): the engine's language
-        is the automaton's, so the counts are the same."""
-        dfa = self.__dict__.get("_dfa")
-        if dfa is None:
-            dfa = self._dfa = self.potential.generic_coercion(self.guided, self.f, False, True, None)
-        return await dfa.batch_tokens_to_finish(contexts)
+        """The twin's counts; a context the twin finds dead (possible only where the
+        engine's language is not a subset of the twin's) prunes nothing."""
+        twin = self._budget_twin()
+        rows = np.array(await fast_paths.tokens_to_finish(twin)(contexts), dtype=np.float64)
+        dead = ~(rows < np.inf).any(axis=1)
+        rows[dead] = 0.0
+        return rows
 
     def matcher(self, context: Sequence[Any]) -> Any | None:
         """The engine's matcher after `context` (see `GuidedConstraint.matcher`)."""
