@@ -329,8 +329,12 @@ class GuidedCoerced(Coerced):
         never exceeds the engine's: the twin's lower bound is one here as well."""
         twin = self.__dict__.get("_twin", False)
         if twin is False:
-            twin = self.potential.generic_coercion(self.guided, self.f, False, True, None)
-            if fast_paths.tokens_to_finish(twin) is None:
+            try:
+                twin = self.potential.generic_coercion(self.guided, self.f, False, True, None)
+            except ValueError as e:  # e.g. a grammar too large for the Earley parser
+                logger.debug("the engine coercion prunes nothing by the budget: %s", e)
+                twin = None
+            if twin is not None and fast_paths.tokens_to_finish(twin) is None:
                 twin = None
             self._twin = twin
         return twin
