@@ -94,12 +94,21 @@ def test_the_engine_path_offers_its_twins_bound(llm, kind):
     )
     contexts = [[by_bytes[p] for p in text] for text in texts]
 
-    async def rows(c, horizon):
-        with using_horizon(horizon):
-            return np.asarray(await c.batch_tokens_to_finish(contexts))
+    async def row(c, context, r):
+        with using_horizon(len(context) + 2 + r):  # r tokens may follow the next one
+            return np.asarray(await c.batch_tokens_to_finish([context]))[0]
 
-    for horizon in (9, 40):
-        assert (asyncio.run(rows(condition, horizon)) == asyncio.run(rows(generic, horizon))).all()
+    for context in contexts:
+        for r in (0, 1, 6):
+            got, want = (
+                asyncio.run(row(condition, context, r)),
+                asyncio.run(row(generic, context, r)),
+            )
+            if kind == "lark" and r > condition.budget_within:
+                assert (got == 0).all()  # a grammar is asked near the horizon only
+            else:
+                assert (got == want).all(), (context, r)
+                assert r > 1 or (want > r).any()  # where it binds, the bound prunes
 
 
 @pytest.mark.parametrize("name", ["direct", "awrs"])
@@ -206,3 +215,12 @@ def test_long_tokens_no_document_holds_do_not_weaken_the_bounds():
     condition = s.coerce(lm, f=b"".join)
     assert condition._budget_parts()[1] == 4  # `"a":`
     assert budget_keeps_target(direct_token_sampler(lm * condition), lm, condition, (5, 6, 7))
+
+
+def test_a_grammar_with_a_large_walk_is_not_pruned_on_the_engine_path(llm):
+    """Past `budget_max_nodes` nodes of the class walk the engine path offers no
+    bound (each node costs an Earley column), and a run prunes nothing."""
+    condition = engine_condition(llm, "lark")
+    condition.budget_max_nodes = 4
+    assert fast_paths.tokens_to_finish(condition) is None
+    assert fast_paths.tokens_to_finish(engine_condition(llm, "lark")) is not None

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
+from genlm.control.horizon import tokens_left
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
@@ -336,16 +337,36 @@ class GuidedCoerced(Coerced):
                 twin = None
             if twin is not None and fast_paths.tokens_to_finish(twin) is None:
                 twin = None
+            classes = getattr(twin, "_class_trie", None)
+            if classes is not None and len(classes()[0]) > self.budget_max_nodes:
+                logger.debug(
+                    "the engine coercion prunes nothing by the budget: the grammar's walk is too large"
+                )
+                twin = None
             self._twin = twin
         return twin
 
+    #: For a grammar, contexts further than this many tokens from the horizon are not
+    #: asked of the twin (its counts there rarely bind, and cost an Earley chart per
+    #: step); an automaton's and a schema's counts are read everywhere.
+    budget_within = 1
+    #: A grammar's bound is offered only where its walk (`CoercedCFG._class_trie`) has
+    #: at most this many nodes: each costs an Earley column and a distance table.
+    budget_max_nodes = 256
+
     async def _tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
-        """The twin's counts; a context the twin finds dead (possible only where the
+        """The twin's counts (for a grammar within `budget_within` tokens of the
+        horizon, 0 elsewhere: prune nothing); a context the twin finds dead (possible only where the
         engine's language is not a subset of the twin's) prunes nothing."""
         twin = self._budget_twin()
-        rows = np.array(await fast_paths.tokens_to_finish(twin)(contexts), dtype=np.float64)
-        dead = ~(rows < np.inf).any(axis=1)
-        rows[dead] = 0.0
+        rows = np.zeros((len(contexts), len(self.vocab_eos)))
+        far = self.budget_within if hasattr(twin, "_class_trie") else float("inf")
+        near = [k for k, c in enumerate(contexts) if (tokens_left(c) or 0) <= far]
+        if near:
+            got = await fast_paths.tokens_to_finish(twin)([contexts[k] for k in near])
+            got = np.array(got, dtype=np.float64)
+            got[~(got < np.inf).any(axis=1)] = 0.0
+            rows[near] = got
         return rows
 
     def matcher(self, context: Sequence[Any]) -> Any | None:
