@@ -92,6 +92,12 @@ TASKS = {
         20,
         lambda t: True,  # the condition's own language; the row measures deaths and time
     ),
+    "json-closed": (
+        "A person as JSON:",
+        lambda: JsonSchema({**SCHEMA, "additionalProperties": False}),
+        14,
+        _json_ok,
+    ),
     "lark": (
         "A list:",
         lambda: BoolCFG.from_lark(LARK),
