@@ -9,7 +9,14 @@ allowed mass is zero), or EOS was forced at `max_tokens` before the regex could 
 With the run's token budget (`smc(..., budget_aware=True)`, the default) no token is
 drawn after which the regex cannot end within `max_tokens`; `--budget on,off` runs both.
 
+`--task json` and `--task lark` measure a first JSON-schema run and a first Lark run
+instead (`TASKS`): a two-key object schema and a small list grammar, coerced the
+default way (the compiled engine), at `--max-tokens` (default: the task's);
+`--task smiles` the SMILES-like grammar of `benchmarks/grammars/` (for the bound's cost).
+
     python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference] [--budget on,off] [--end-twist none,1e-3]
+    python benchmarks/awrs_dead_particles.py --task json --max-tokens 14 --budget on,off
+    python benchmarks/awrs_dead_particles.py --task lark --max-tokens 12 --budget on,off
     /tmp/v041/bin/python benchmarks/awrs_dead_particles.py --model /tmp/tinymodel/tiny
 """
 
@@ -17,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 from awrs_common import (
@@ -35,15 +44,70 @@ from awrs_common import (
     text_of,
 )
 
-from genlm.control import AWRS, BoolFSA, direct_token_sampler
+from genlm.control import AWRS, BoolCFG, BoolFSA, JsonSchema, direct_token_sampler
 
 PROMPT = "The words are"
 PATTERN = r" [a-z]+( [a-z]+){1,4}\."
 N_PARTICLES = 8
 MAX_TOKENS = 25
 
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+LARK = r"""
+start: "[" item ("," item)* "]"
+item: NUMBER | WORD
+NUMBER: /[0-9]+/
+WORD: /[a-z]+/
+"""
 
-def count(runs: list) -> tuple[int, int, int, float, float]:
+
+def _json_ok(text: bytes) -> bool:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return (
+        isinstance(doc, dict)
+        and set(doc) == {"name", "age"}
+        and isinstance(doc["name"], str)
+        and type(doc["age"]) is int
+    )
+
+
+# task: (prompt, condition, max_tokens, whether a finished text is in the language)
+TASKS = {
+    "regex": (
+        PROMPT,
+        lambda: BoolFSA.from_regex(PATTERN),
+        MAX_TOKENS,
+        lambda t: re.fullmatch(PATTERN.encode(), t) is not None,
+    ),
+    "json": ("A person as JSON:", lambda: JsonSchema(SCHEMA), 14, _json_ok),
+    "smiles": (
+        "SMILES:",
+        lambda: BoolCFG.from_lark((Path(__file__).parent / "grammars" / "smiles.lark").read_text()),
+        20,
+        lambda t: True,  # the condition's own language; the row measures deaths and time
+    ),
+    "json-closed": (
+        "A person as JSON:",
+        lambda: JsonSchema({**SCHEMA, "additionalProperties": False}),
+        14,
+        _json_ok,
+    ),
+    "lark": (
+        "A list:",
+        lambda: BoolCFG.from_lark(LARK),
+        12,
+        lambda t: re.fullmatch(rb"\[([0-9]+|[a-z]+)(,([0-9]+|[a-z]+))*\]", t) is not None,
+    ),
+}
+
+
+def count(runs: list, in_language=None) -> tuple[int, int, int, float, float]:
     """Dead particles, particles in all, live ones whose text is off the language, mean
     finite log_ml, and the mean number of distinct strings among a run's live particles."""
     dead = total = outside = 0
@@ -55,7 +119,7 @@ def count(runs: list) -> tuple[int, int, int, float, float]:
             total += 1
             if logw == -math.inf:
                 dead += 1
-            elif re.fullmatch(PATTERN.encode(), text_of(context)) is None:
+            elif not (in_language or TASKS["regex"][3])(text_of(context)):
                 outside += 1
     finite = [s.log_ml for s in runs if s.log_ml > -math.inf]
     return (
@@ -119,39 +183,55 @@ def final_ess(log_weights) -> float:
 
 
 async def main(args) -> None:
-    llm = load_llm(args.model, PROMPT)
-    fsa = BoolFSA.from_regex(PATTERN)
+    prompt, make, max_tokens, in_language = TASKS[args.task]
+    max_tokens = args.max_tokens or max_tokens
+    llm = load_llm(args.model, prompt)
+    fsa = make()
     print(
-        f"genlm-control {VERSION}; prompt {PROMPT!r}, N = {N_PARTICLES}, max_tokens = {MAX_TOKENS}, "
+        f"genlm-control {VERSION}; task {args.task}; prompt {prompt!r}, N = {N_PARTICLES}, max_tokens = {max_tokens}, "
         f"ESS 0.5, seeds 0..{args.seeds - 1}\n"
     )
     print(
         "| sampler | coercion | budget | condition tokens | dead / particles | runs with a dead particle "
         "| runs with Ẑ = 0 | live off the language | mean finite log_ml | distinct live strings / run "
-        "| final ESS / N | s |"
+        "| final ESS / N | s | CPU s |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for engine in ENGINES:
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    engines = ENGINES
+    if args.engines:
+        names = {engine_name(e).split(",")[0] if e != "search" else "search": e for e in ENGINES}
+        engines = [names[x] for x in args.engines.split(",")]
+    for engine in engines:
         condition = coerce(fsa, llm, engine)
+        if SEEDED:  # the bound's one-time set-up (the engine path's generic twin), outside the runs
+            from genlm.control.potential import fast_paths
+
+            cpu = time.process_time()
+            fast_paths.tokens_to_finish(condition)
+            print(
+                f"<!-- {engine_name(engine)}: bound set up in {time.process_time() - cpu:.2f} s CPU -->"
+            )
         for name in samplers_of(engine):
             sampler = (
                 AWRS(llm, condition) if name == "awrs" else direct_token_sampler(llm * condition)
             )
-            for budget, twist in [(b, t) for b in (args.budget if SEEDED else [None]) for t in args.end_twist]:
+            for budget, twist in [
+                (b, t) for b in (args.budget if SEEDED else [None]) for t in args.end_twist
+            ]:
                 extra = {} if budget is None else {"budget_aware": budget}
                 if twist is not None:
                     extra["end_twist"] = twist
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 runs = await run_many(
                     sampler,
                     range(args.seeds),
                     n_particles=N_PARTICLES,
                     ess_threshold=0.5,
-                    max_tokens=MAX_TOKENS,
+                    max_tokens=max_tokens,
                     **extra,
                 )
-                seconds = time.perf_counter() - start
-                dead, total, outside, log_ml, distinct = count(runs)
+                seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+                dead, total, outside, log_ml, distinct = count(runs, in_language)
                 zero = sum(s.log_ml == -math.inf for s in runs)
                 some = sum(any(w == -math.inf for w in s.log_weights) for s in runs)
                 label = {True: "on", False: "off", None: "-"}[budget]
@@ -160,10 +240,10 @@ async def main(args) -> None:
                 print(
                     f"| {name} | {engine_name(engine)} | {label} | {len(condition.vocab)} | {dead}/{total} | "
                     f"{some}/{len(runs)} | {zero}/{len(runs)} | {outside} | {log_ml:.2f} | {distinct:.1f} | "
-                    f"{ess:.2f} | {seconds:.0f} |",
+                    f"{ess:.2f} | {seconds:.1f} | {cpu:.1f} |",
                     flush=True,
                 )
-    if args.reference:
+    if args.reference and args.task == "regex":
         print(await reference_row(llm, fsa, args.seeds), flush=True)
 
 
@@ -174,12 +254,21 @@ if __name__ == "__main__":
         "--reference", action="store_true", help="also run a plain reference SMC loop"
     )
     parser.add_argument(
-        "--budget", type=lambda s: [x == "on" for x in s.split(",")], default=[True],
+        "--budget",
+        type=lambda s: [x == "on" for x in s.split(",")],
+        default=[True],
         help="budget_aware settings to run: on, off or on,off",
     )
     parser.add_argument(
-        "--end-twist", type=lambda s: [None if x == "none" else float(x) for x in s.split(",")],
-        default=[None], help="SMC(...)(..., end_twist=) values: none or numbers in (0, 1]",
+        "--end-twist",
+        type=lambda s: [None if x == "none" else float(x) for x in s.split(",")],
+        default=[None],
+        help="SMC(...)(..., end_twist=) values: none or numbers in (0, 1]",
+    )
+    parser.add_argument("--task", choices=sorted(TASKS), default="regex")
+    parser.add_argument("--max-tokens", type=int, default=None, help="default: the task's")
+    parser.add_argument(
+        "--engines", default=None, help="comma list of engine, automaton, search (default: all)"
     )
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     asyncio.run(main(parser.parse_args()))

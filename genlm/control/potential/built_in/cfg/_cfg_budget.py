@@ -19,6 +19,10 @@ After the last column `k`, the fewest bytes to a complete document is the minimu
 derive a cut-off string, which only lowers `m`: the count never exceeds the truth,
 so a token bound made from it prunes only tokens that cannot finish: any completion
 after a token `y` reads at least `L(ctx·y)` bytes, at most `longest` bytes a token.
+Only the bytes of the grammar's terminals ever occur in a document, so a token with
+any other byte is in no completion: `longest` is that of the tokens made of
+terminal bytes only (`terminal_bytes`), on a GPT-2-like vocabulary a word's length
+for a grammar without free text rather than a table border's.
 """
 
 from __future__ import annotations
@@ -61,6 +65,69 @@ def symbol_lengths(cfg: Any) -> tuple[dict, dict]:
             if eb < e[r.head]:
                 e[r.head], changed = eb, True
     return m, e
+
+
+def terminal_bytes(cfg: Any) -> frozenset | None:
+    """The bytes the grammar's terminals read (None: a terminal that is not one byte,
+    so every byte counts)."""
+    out = set()
+    for v in cfg.V:
+        if v == GRAMMAR_EOS:
+            continue
+        if isinstance(v, (bytes, bytearray)) and len(v) == 1:
+            out.add(v[0])
+        elif isinstance(v, int) and 0 <= v < 256:
+            out.add(v)
+        else:
+            return None
+    return frozenset(out)
+
+
+def byte_classes(cfg: Any) -> dict[int, int] | None:
+    """Per terminal byte, the least byte interchangeable with it (None: a terminal
+    that is not one byte).
+
+    A place is where a byte is read: a rule's head, the rest of its body and its
+    weight, either for the byte itself in the body, or, for a nonterminal `P` whose
+    only rule is `P → byte`, for `P` in the body (a grammar from Lark reads each byte
+    through such a `P`). Bytes `a` and `b` are interchangeable when they have the
+    same places. Then changing one occurrence of `a` in a string to `b` maps its
+    derivations one to one onto those of the new string (the occurrence is read at
+    one place, which reads `b` as well), so both strings have the same prefixes,
+    completions and fewest bytes to a complete document.
+    """
+    rules: dict = {}
+    for r in cfg:
+        rules.setdefault(r.head, []).append(r)
+
+    def one_byte(y: Any) -> bool:
+        return isinstance(y, (bytes, bytearray)) and len(y) == 1
+
+    reads = {}  # P -> its byte, for P whose only rule is `P → byte`
+    for head, rs in rules.items():
+        if len(rs) == 1 and len(rs[0].body) == 1 and one_byte(rs[0].body[0]):
+            reads[head] = (rs[0].body[0][0], str(rs[0].w))
+    places: dict[int, set] = {}
+    for r in cfg:
+        if r.head in reads:
+            continue
+        for i, y in enumerate(r.body):
+            if y == GRAMMAR_EOS:
+                continue
+            rest = (r.head, r.body[:i] + (None,) + r.body[i + 1 :], str(r.w))
+            if y in reads:
+                byte, w = reads[y]
+                places.setdefault(byte, set()).add(("via", w) + rest)
+            elif one_byte(y):
+                places.setdefault(y[0], set()).add(("at",) + rest)
+            elif y not in cfg.N:
+                return None
+    least: dict = {}
+    return {b: least.setdefault(frozenset(places[b]), b) for b in sorted(places)}
+
+
+def _within(data: Any, alphabet: frozenset | None) -> bool:
+    return alphabet is None or all(b in alphabet for b in bytes(data))
 
 
 class ChartDistance:
@@ -152,20 +219,64 @@ class CoercedCFG(Coerced):
     def _budget_parts(self) -> tuple[ChartDistance, RowCache, float]:
         parts = self.__dict__.get("_budget")
         if parts is None:
-            longest = max(max((len(self._map([t])) for t in self.vocab), default=1), 1)
+            alphabet = terminal_bytes(self.potential.model.cfg)
+            longest = max(
+                max(
+                    (
+                        len(b)
+                        for b in map(self._map, ([t] for t in self.vocab))
+                        if _within(b, alphabet)
+                    ),
+                    default=1,
+                ),
+                1,
+            )
             rows = RowCache(self._bytes_after, self.budget_cache_size)
             parts = self._budget = (ChartDistance(self.potential.model), rows, float(longest))
         return parts
 
+    def _class_trie(self) -> tuple[list, np.ndarray]:
+        """The tokens' bytes with each byte replaced by its class's least byte
+        (`byte_classes`), as a trie: children per node, and each token's node
+        (-1: a byte no terminal reads, or no classes: the token trie itself)."""
+        hit = self.__dict__.get("_classes")
+        if hit is not None:
+            return hit
+        classes = byte_classes(self.potential.model.cfg)
+        if classes is None:
+            trie = self.trie
+            hit = (trie.children, np.asarray(self._leaf, dtype=np.int64))
+        else:
+            children: list[dict] = [{}]
+            leaf = np.full(len(self.vocab), -1, dtype=np.int64)
+            for k, t in enumerate(self.vocab):
+                data = bytes(self._map([t]))
+                if any(b not in classes for b in data):
+                    continue
+                node = 0
+                for b in data:
+                    kid = children[node].get(classes[b])
+                    if kid is None:
+                        kid = children[node][classes[b]] = len(children)
+                        children.append({})
+                    node = kid
+                leaf[k] = node
+            hit = (children, leaf)
+        self._classes = hit
+        return hit
+
     def _bytes_after(self, text: bytes) -> np.ndarray:
-        """Per token, `L(text·y)` (inf: dead); then EOS, 0 where `text` is complete."""
-        grammar, trie = self.potential, self.trie
+        """Per token, `L(text·y)` (inf: dead); then EOS, 0 where `text` is complete.
+        One Earley column per live node of the class trie (`_class_trie`): tokens
+        whose bytes are interchangeable place by place share their count."""
+        grammar = self.potential
         distance = self._budget_parts()[0]
+        children, leaf = self._class_trie()
         out = np.full(len(self.vocab_eos), INF)
         start = grammar.chart(list(text))
         if start is None:
             return out
-        charts, stack, children = {0: start}, [0], trie.children
+        charts, stack = {0: start}, [0]
         while stack:  # depth first over the live nodes
             node = stack.pop()
             for symbol, kid in children[node].items():
@@ -174,7 +285,7 @@ class CoercedCFG(Coerced):
                     charts[kid] = chart
                     stack.append(kid)
         fewest: dict[int, float] = {}
-        for k, node in enumerate(self._leaf.tolist()):
+        for k, node in enumerate(leaf.tolist()):
             if node in charts:
                 if node not in fewest:
                     fewest[node] = distance.fewest(charts[node])

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
+from genlm.control.horizon import tokens_left
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.potential.built_in._recognizer import CachedRecognizer
 from genlm.control.potential.built_in._state_cache import PrefixStateCache
@@ -308,24 +310,64 @@ class GuidedCoerced(Coerced):
         """`GuidedConstraint.batch_allowed` of the engine behind this coercion."""
         return await self.guided.batch_allowed(contexts, like)
 
+    # Tokens left to a complete document (`fast_paths.TokensToFinish`) -------------
+
     @property
     def batch_tokens_to_finish(self) -> Any:  # type: ignore[override]
-        """For a deterministic byte automaton (a regex), `_tokens_to_finish`; None for
-        a grammar or a schema."""
-        from genlm.control.potential.built_in.fsa.wfsa import WFSA
+        """The bound of the constraint's own generic coercion onto the same vocabulary
+        (its "twin", built on first use): exact for a deterministic byte automaton (a
+        regex), a lower bound for a grammar or a schema; None where the constraint's
+        generic coercion offers none."""
+        twin = self._budget_twin()
+        return None if twin is None else self._tokens_to_finish
 
-        if isinstance(self.potential, WFSA) and self.potential.automaton.delta is not None:
-            return self._tokens_to_finish
-        return None
+    def _budget_twin(self) -> Any:
+        """The generic coercion whose bound this one reads, or None (no bound).
+
+        The engine's language is the constraint's (the default) or a subset of it
+        (`engine=True`: docs/constraint-engines.md), so every completion the engine
+        allows the twin allows too, and the twin's fewest tokens to a complete document
+        never exceeds the engine's: the twin's lower bound is one here as well."""
+        twin = self.__dict__.get("_twin", False)
+        if twin is False:
+            try:
+                twin = self.potential.generic_coercion(self.guided, self.f, False, True, None)
+            except ValueError as e:  # e.g. a grammar too large for the Earley parser
+                logger.debug("the engine coercion prunes nothing by the budget: %s", e)
+                twin = None
+            if twin is not None and fast_paths.tokens_to_finish(twin) is None:
+                twin = None
+            classes = getattr(twin, "_class_trie", None)
+            if classes is not None and len(classes()[0]) > self.budget_max_nodes:
+                logger.debug(
+                    "the engine coercion prunes nothing by the budget: the grammar's walk is too large"
+                )
+                twin = None
+            self._twin = twin
+        return twin
+
+    #: For a grammar, contexts further than this many tokens from the horizon are not
+    #: asked of the twin (its counts there rarely bind, and cost an Earley chart per
+    #: step); an automaton's and a schema's counts are read everywhere.
+    budget_within = 1
+    #: A grammar's bound is offered only where its walk (`CoercedCFG._class_trie`) has
+    #: at most this many nodes: each costs an Earley column and a distance table.
+    budget_max_nodes = 256
 
     async def _tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
-        """The exact fewest tokens to acceptance of the automaton's own coercion onto
-        the same vocabulary (`CoercedDFA`, built on first use): the engine's language
-        is the automaton's, so the counts are the same."""
-        dfa = self.__dict__.get("_dfa")
-        if dfa is None:
-            dfa = self._dfa = self.potential.generic_coercion(self.guided, self.f, False, True, None)
-        return await dfa.batch_tokens_to_finish(contexts)
+        """The twin's counts (for a grammar within `budget_within` tokens of the
+        horizon, 0 elsewhere: prune nothing); a context the twin finds dead (possible only where the
+        engine's language is not a subset of the twin's) prunes nothing."""
+        twin = self._budget_twin()
+        rows = np.zeros((len(contexts), len(self.vocab_eos)))
+        far = self.budget_within if hasattr(twin, "_class_trie") else float("inf")
+        near = [k for k, c in enumerate(contexts) if (tokens_left(c) or 0) <= far]
+        if near:
+            got = await fast_paths.tokens_to_finish(twin)([contexts[k] for k in near])
+            got = np.array(got, dtype=np.float64)
+            got[~(got < np.inf).any(axis=1)] = 0.0
+            rows[near] = got
+        return rows
 
     def matcher(self, context: Sequence[Any]) -> Any | None:
         """The engine's matcher after `context` (see `GuidedConstraint.matcher`)."""

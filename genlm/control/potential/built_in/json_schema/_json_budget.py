@@ -18,8 +18,21 @@ required keys, an array's brackets and `minItems` items, one byte for a number).
 
 Every count is bytes that any completion must read, so the sum never exceeds the
 fewest bytes to a complete document; a schema's whole-document check
-(`JsonSchema.document_check`) only removes documents. `CoercedJson` reads it at the
-state after each next token `y`: at least `⌈L(ctx·y) / longest⌉` tokens follow `y`.
+(`JsonSchema.document_check`) only removes documents.
+
+Tokens from bytes. Each counted byte is a distinct byte of the completion drawn from
+a small set (`mandated_bytes`): structure `{}[]":,`, a digit (every number has one),
+the bytes of the literals, of the declared key names and of the enumerated strings,
+and, for a character written as an escape, its escape's bytes (backslash, `u`, hex
+digits: at least as many as the character's UTF-8 bytes). String contents are
+counted only below a `minLength`; a schema with one counts every byte. So a
+completion of `n` tokens holds at most `n · weight` counted bytes, `weight` the
+most bytes of that set in one token (`mandated_weight`), and at least
+`⌈L / weight⌉` tokens follow a state with bound `L`. On a GPT-2-like vocabulary
+the longest tokens are runs of `-`, `=` or spaces, which hold none of those bytes:
+the divisor is a word's length, not a table border's. `CoercedJson` reads it at
+the state after each next token `y`, or (cheaper, where it cannot bind) from the
+context's own state: `L(ctx·y) ≥ L(ctx) − w(y)`, `w(y)` the counted bytes `y` holds.
 """
 
 from __future__ import annotations
@@ -123,4 +136,50 @@ def fewest_bytes(state) -> float:
     return float(min(stack_owes(s) for s in state))
 
 
-__all__ = ["fewest_bytes", "stack_owes"]
+STRUCTURE = frozenset(b'{}[]":,\\u0123456789abcdefABCDEF')
+
+
+def _nodes(root) -> list:
+    """Every schema node reachable from `root` (each once)."""
+    seen, order = {id(root)}, [root]
+    for node in order:
+        for alt in node.alts:
+            kids = []
+            if isinstance(alt, Obj):
+                kids = list(alt.props.values()) + [alt.additional]
+            elif isinstance(alt, Arr):
+                kids = list(alt.fixed) + [alt.items]
+            for kid in kids:
+                if kid is not None and id(kid) not in seen:
+                    seen.add(id(kid))
+                    order.append(kid)
+    return order
+
+
+def mandated_bytes(root) -> frozenset | None:
+    """The bytes `fewest_bytes` may count in a document of the schema `root`; None
+    (every byte) where some string has a `minLength`."""
+    out = set(STRUCTURE)
+    for node in _nodes(root):
+        for alt in node.alts:
+            if isinstance(alt, Str):
+                if alt.min_len > 0:
+                    return None
+                for v in alt.values or ():
+                    out.update(v.encode("utf-8"))
+            elif isinstance(alt, Lit):
+                out.update(alt.text)
+            elif isinstance(alt, Obj):
+                for k in list(alt.props) + list(alt.required):
+                    out.update(k.encode("utf-8"))
+    return frozenset(out)
+
+
+def mandated_weight(token: bytes, counted: frozenset | None) -> int:
+    """How many of `token`'s bytes are in `counted` (all of them for None)."""
+    if counted is None:
+        return len(token)
+    return sum(b in counted for b in token)
+
+
+__all__ = ["fewest_bytes", "mandated_bytes", "mandated_weight", "stack_owes"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from genlm.control.horizon import tokens_left
 from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.built_in._state_rows import StateRowCoerced
 from genlm.control.potential.built_in.json_schema._json_machine import accepts, step
@@ -160,25 +161,56 @@ class CoercedJson(StateRowCoerced):
         out[-1] = 0.0 if t.accepts(state) else INF
         return out
 
+    budget_walk_within = 4  # tokens from the horizon where the trie is walked
+
+    def _budget_parts(self) -> tuple[np.ndarray, float]:
+        """Per token the bytes `fewest_bytes` may count that it holds, and the most
+        in one token (`_json_budget.mandated_weight`; at least 1)."""
+        from genlm.control.potential.built_in.json_schema._json_budget import (
+            mandated_bytes,
+            mandated_weight,
+        )
+
+        parts = self.__dict__.get("_budget")
+        if parts is None:
+            counted = mandated_bytes(self.potential.root)
+            w = np.array([mandated_weight(self._map([x]), counted) for x in self.vocab], float)
+            parts = self._budget = (w, float(max(w.max(initial=0.0), 1.0)))
+        return parts
+
     async def _tokens_to_finish(self, contexts) -> np.ndarray:
-        """`⌈L(ctx·y) / longest⌉` per next token `y`, `L` the fewest bytes to a
-        complete document (`_bytes_after`); inf for a dead context."""
+        """`⌈L(ctx·y) / weight⌉` per next token `y`, `L` the fewest bytes to a
+        complete document (`_bytes_after`) and `weight` the most counted bytes in
+        one token (`_budget_parts`); inf for a dead context.
+
+        The walk is taken only where the budget may bind: within
+        `budget_walk_within` tokens of the horizon, or where `L(ctx)` comes within
+        that many tokens of the tokens left. Elsewhere every token gets
+        `⌈max(0, L(ctx) − w(y)) / weight⌉`, below `⌈L(ctx·y) / weight⌉` (`y` holds
+        at most `w(y)` of the counted bytes) and below the tokens left: it prunes
+        nothing there."""
+        from genlm.control.potential.built_in.json_schema._json_budget import fewest_bytes
+
         cache = self.__dict__.get("_after_rows")
         if cache is None:
             cache = self._after_rows = RowCache(self._bytes_after, self._rows.size)
-        longest = self.__dict__.get("_longest")
-        if longest is None:
-            longest = self._longest = max(
-                max((len(self._map([x])) for x in self.vocab), default=1), 1
-            )
+        weights, weight = self._budget_parts()
+        within = self.budget_walk_within
         out = np.full((len(contexts), len(self.vocab_eos)), INF)
         for k, context in enumerate(contexts):
             state = self._state(context)
-            if state is not None:
-                after = cache.get(state)
-                out[k, :-1] = np.ceil(after[:-1] / longest)
-                ends = after[-1] == 0 and self.potential.document_ok(self._map(context))
-                out[k, -1] = 0.0 if ends else INF  # EOS as `complete` says
+            if state is None:
+                continue
+            ends = self.potential.transitions.accepts(state) and self.potential.document_ok(
+                self._map(context)
+            )
+            out[k, -1] = 0.0 if ends else INF  # EOS as `complete` says
+            r = tokens_left(context)
+            fewest = fewest_bytes(state)
+            if r is not None and r > within and fewest <= (r - within) * weight:
+                out[k, :-1] = np.ceil(np.maximum(fewest - weights, 0.0) / weight)
+            else:
+                out[k, :-1] = np.ceil(cache.get(state)[:-1] / weight)
         return out
 
 
