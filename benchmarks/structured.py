@@ -17,6 +17,10 @@ coercion), so the two versions are timed on the same model:
     python benchmarks/structured.py --out a.json
     /work/venv-041/bin/python benchmarks/structured.py --model genlm/control/embedded/tiny --out b.json
 
+`--smc-only` leaves out the per-step columns, and `--first-seed` sets the seed of the
+first timed SMC run, so that processes of the two versions can be interleaved with a
+different seed per round (docs/performance.md has the loop).
+
 Times are CPU time of this process (`time.process_time`), so other jobs on a shared
 machine inflate them less than wall time. `--schemas` times each schema of
 `benchmarks/schemas/` that the default serves with the JSON grammar written from the
