@@ -85,13 +85,20 @@ def test_rows_and_seeded_runs_do_not_depend_on_the_thread_count(two_threads):
     keys = [tuple(rng.randrange(4096) for _ in range(rng.randint(1, 30))) for _ in range(8)]
     one = load_model(EMBEDDED_MODEL, "hf", threads=1)
     two = load_model(EMBEDDED_MODEL, "hf", threads=2)
-    assert torch.allclose(one.batch_next_token_logprobs_sync(keys), two.batch_next_token_logprobs_sync(keys), atol=ATOL, rtol=0)
+    assert torch.allclose(
+        one.batch_next_token_logprobs_sync(keys),
+        two.batch_next_token_logprobs_sync(keys),
+        atol=ATOL,
+        rtol=0,
+    )
 
     async def run(model, seed):
         llm = PromptedLLM(model)
         llm.set_prompt_from_str("The value is")
         number = BoolFSA.from_regex(r" [0-9]+\.").coerce(llm, f=b"".join)
-        return await AWRS(llm, number).smc(n_particles=6, ess_threshold=0.5, max_tokens=8, seed=seed)
+        return await AWRS(llm, number).smc(
+            n_particles=6, ess_threshold=0.5, max_tokens=8, seed=seed
+        )
 
     for seed in (0, 1):
         a = asyncio.run(run(load_model(EMBEDDED_MODEL, "hf", threads=1), seed))
