@@ -17,6 +17,10 @@ coercion), so the two versions are timed on the same model:
     python benchmarks/structured.py --out a.json
     /work/venv-041/bin/python benchmarks/structured.py --model genlm/control/embedded/tiny --out b.json
 
+`--smc-only` leaves out the per-step columns, and `--first-seed` sets the seed of the
+first timed SMC run, so that processes of the two versions can be interleaved with a
+different seed per round (docs/performance.md has the loop).
+
 Times are CPU time of this process (`time.process_time`), so other jobs on a shared
 machine inflate them less than wall time. `--schemas` times each schema of
 `benchmarks/schemas/` that the default serves with the JSON grammar written from the
@@ -81,19 +85,20 @@ async def step_ms(coerced, contexts: list, repeats: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-async def smc_s(llm, condition, repeats: int) -> float:
-    """Median seconds per AWRS SMC run (after one warm-up run)."""
+async def smc_s(llm, condition, repeats: int, first_seed: int = 1) -> float:
+    """Median CPU seconds per AWRS SMC run, seeds `first_seed, ...` (after one warm-up run, seed 0)."""
     sampler = AWRS(llm, condition)
     await run_many(sampler, [0], n_particles=10, ess_threshold=0.5, max_tokens=32)
     times = []
-    for seed in range(1, repeats + 1):
+    for seed in range(first_seed, first_seed + repeats):
         t0 = time.process_time()
         await run_many(sampler, [seed], n_particles=10, ess_threshold=0.5, max_tokens=32)
         times.append(time.process_time() - t0)
     return statistics.median(times)
 
 
-async def measure(model: str | None, repeats: int, only: set | None = None) -> dict:
+async def measure(model: str | None, repeats: int, only: set | None = None, smc_only: bool = False,
+                  first_seed: int = 1) -> dict:
     """name → {"default_ms", "engine_ms", "default_class", "smc_s"} (our version; Lark
     also "written_ms": the engine on the grammar text as written), or name → {"smc_s"}
     (0.4.1)."""
@@ -104,7 +109,7 @@ async def measure(model: str | None, repeats: int, only: set | None = None) -> d
         llm = load_llm(model, prompt)
         row: dict = {}
         default = build().coerce(llm, f=b"".join)
-        if SEEDED:
+        if SEEDED and not smc_only:
             contexts = [tokenize(llm, text)[:k] for k in range(1, len(tokenize(llm, text)) + 1)]
             engine = build().coerce(llm, f=b"".join, engine=True)
             row["default_class"] = type(default).__name__
@@ -118,7 +123,7 @@ async def measure(model: str | None, repeats: int, only: set | None = None) -> d
             if isinstance(build(), JsonSchema):  # the engine on the schema as written (its JSON)
                 written = GuidedConstraint.from_json_schema(llm, build().schema)
                 row["written_ms"] = await step_ms(written, contexts, repeats)
-        row["smc_s"] = await smc_s(llm, default, repeats)
+        row["smc_s"] = await smc_s(llm, default, repeats, first_seed)
         out[name] = row
         print(name, row, flush=True)
     return out
@@ -211,6 +216,8 @@ async def main() -> None:
     ap.add_argument("--ref", default=None, help="this script's --out JSON from genlm-control 0.4.1")
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(WORKLOADS)}")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--smc-only", action="store_true", help="only the SMC column (no per-step timing)")
+    ap.add_argument("--first-seed", type=int, default=1, help="seed of the first timed SMC run")
     ap.add_argument("--schemas", action="store_true",
                     help="per-step ms of each benchmarks/schemas/ schema the JSON grammar serves")
     args = ap.parse_args()
@@ -223,10 +230,10 @@ async def main() -> None:
                   f"{r['default_ms'] / r['written_ms']:.2f}× |")
         return
     only = set(filter(None, args.only.split(","))) or None
-    result = {"version": VERSION, "rows": await measure(args.model, args.repeats, only)}
+    result = {"version": VERSION, "rows": await measure(args.model, args.repeats, only, args.smc_only, args.first_seed)}
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
-    if SEEDED:
+    if SEEDED and not args.smc_only:
         ref = json.loads(Path(args.ref).read_text())["rows"] if args.ref else None
         print(table(result["rows"], ref))
 

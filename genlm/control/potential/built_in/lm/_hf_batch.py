@@ -15,6 +15,11 @@ right-padded with zeros and masked out; position ids keep each sequence's own
 positions, so every row equals the uncached forward up to float rounding.
 
 Concurrent calls made in one event-loop pass are joined by a `Window` into one forward.
+
+A small model on the CPU (at most `SMALL_MODEL_PARAMS` parameters) evaluates on one
+intra-op thread (`threads`, see `_threads.py`): the thread count changes no row beyond
+float rounding, and spares each microsecond-long operation a wait for the rest of
+torch's thread team, which on a busy machine costs milliseconds.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
 from genlm.control.potential.built_in.lm._kv_cache import KV, Block, PrefixCache, tensor_bytes
+from genlm.control.potential.built_in.lm._threads import (
+    SMALL_MODEL_PARAMS,
+    default_threads,
+    intra_op_threads,
+)
 from genlm.control.window import Window
 
 #: Bounds on the default `cache_bytes` (see `default_cache_bytes`).
@@ -178,6 +188,9 @@ class CachedTransformer(AsyncTransformer):
         batch_size: most sequences per forward (None: all of a batch in one forward).
         cache_bytes: bound on the bytes of cached key/value states and rows, per
             adapter (None: `default_cache_bytes(hf_model)`).
+        threads: torch intra-op threads during an evaluation (the process's count is
+            restored after it); None: `default_threads(hf_model)`, one thread for a
+            small CPU model and torch's own setting otherwise.
     """
 
     def __init__(
@@ -187,16 +200,20 @@ class CachedTransformer(AsyncTransformer):
         batch_size: int | None = None,
         cache_bytes: int | None = None,
         timeout: float | None = None,
+        threads: int | None = None,
     ):
         # `timeout` is genlm-backend's batching timer; batches here close at the end
         # of an event-loop pass, so it is accepted for compatibility and unused.
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         super().__init__(hf_model, hf_tokenizer, batch_size=batch_size or (1 << 62), timeout=0.0)
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(hf_model)
         PrefixCache(cache_bytes)  # validates
         self.cache_bytes = cache_bytes
+        self.threads = default_threads(hf_model) if threads is None else threads
         self._prefix_caches: dict[str | None, PrefixCache] = {}
         params = inspect.signature(hf_model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
@@ -294,8 +311,9 @@ class CachedTransformer(AsyncTransformer):
             for members in extension_groups(missing):
                 start, past = cache.longest_kv(members[0], len(members[-1]) - 1)
                 groups.append(Group(members, start, past))
-            for i in range(0, len(groups), self.batch_size):
-                rows.update(self._forward(groups[i : i + self.batch_size], cache))
+            with intra_op_threads(self.threads):
+                for i in range(0, len(groups), self.batch_size):
+                    rows.update(self._forward(groups[i : i + self.batch_size], cache))
         return torch.stack([rows[k] for k in keys])
 
     def _forward(self, groups: list[Group], cache: PrefixCache) -> dict[tuple, torch.Tensor]:
@@ -365,4 +383,5 @@ def _keys(token_ids_list) -> list[tuple]:
     return keys
 
 
-__all__ = ["CachedTransformer", "DEFAULT_CACHE_BYTES", "default_cache_bytes", "extension_groups"]
+__all__ = ["CachedTransformer", "DEFAULT_CACHE_BYTES", "SMALL_MODEL_PARAMS", "default_cache_bytes", "default_threads",
+           "extension_groups", "intra_op_threads"]

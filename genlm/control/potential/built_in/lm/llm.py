@@ -22,6 +22,7 @@ from genlm.control.potential.built_in.lm._llm_loading import (
     load_model,
 )
 from genlm.control.potential.built_in.lm._text_encoding import continuation_encoder
+from genlm.control.potential.built_in.lm._threads import intra_op_threads
 from genlm.control.potential.built_in.lm.token_maps import (
     TokenMaps,
     build_token_maps,
@@ -328,7 +329,8 @@ class PromptedLLM(Potential, HeldByRuns):
         uniq, inverse = _unique(keys)
         logprobs = await self._logprobs(uniq)
         on_device = self.rows == "device" or (self.rows == "auto" and logprobs.device.type != "cpu")
-        rows = next_token_rows(logprobs, maps, on_device)
+        with intra_op_threads(getattr(self.model, "threads", None)):  # the backend's thread policy
+            rows = next_token_rows(logprobs, maps, on_device)
         if len(uniq) != len(keys):
             rows = rows[torch.as_tensor(inverse, device=rows.device) if on_device else inverse]
         return self.rows_to_weights(rows)
