@@ -215,3 +215,15 @@ def test_off_is_false_or_one_and_a_lone_potential_has_no_default_twist():
         a = asyncio.run(alone.smc(6, 0.5, 7, seed=seed))
         b = asyncio.run(alone.smc(6, 0.5, 7, seed=seed, end_twist=False))
         assert a.contexts == b.contexts and a.log_weights.tolist() == b.log_weights.tolist()
+
+
+def test_default_twist_costs_one_row_call_of_the_lm_per_step():
+    """The charge reads one more batched row of the pricing potential per step (the
+    LM; never the condition), for all the run's unfinished particles at once."""
+    calls = {}
+    for twist in (False, None):
+        lm, condition = setup()
+        sampler = direct_token_sampler(lm * condition)
+        asyncio.run(sampler.smc(8, 0.5, 7, seed=0, end_twist=twist))
+        calls[twist] = lm.batch_calls
+    assert calls[False] <= 7 and calls[False] < calls[None] <= 2 * calls[False]
