@@ -227,3 +227,21 @@ def test_default_twist_costs_one_row_call_of_the_lm_per_step():
         asyncio.run(sampler.smc(8, 0.5, 7, seed=0, end_twist=twist))
         calls[twist] = lm.batch_calls
     assert calls[False] <= 7 and calls[False] < calls[None] <= 2 * calls[False]
+
+
+def test_a_potential_without_rows_is_charged_complete_minus_prefix():
+    """A factor defining only `prefix` and `complete` is priced by their difference,
+    its EOS entry by the potential contract, without a derived row."""
+    from genlm.control import Potential
+
+    class Unigram(Potential):
+        async def prefix(self, context):
+            return math.log(0.3) * len(context)
+
+        async def complete(self, context):
+            return math.log(0.3) * len(context) + math.log(1e-3)
+
+    lm = Unigram([b"a", b"b"])
+    condition = BoolFSA.from_regex(r"(a|b)+").coerce(lm, f=b"".join)
+    got = asyncio.run(end_costs(direct_token_sampler(lm * condition), [[b"a"], [b"a", b"b"]]))
+    np.testing.assert_allclose(got, math.log(1e-3), rtol=0, atol=1e-12)

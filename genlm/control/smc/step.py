@@ -161,9 +161,9 @@ def _ending_factors(sampler: Any) -> list | None:
     still be completed, not what completing costs, so an unfinished particle's weight
     leaves out the price of ending that a finished one has paid. AWRS has a condition
     and prices ending by its `potential`. A direct sampler's target has one when it is a
-    product; its factors with vectorised rows price ending, less the conditions that
-    declare `allowed_next` or `batch_allowed` (an EOS entry of 0 or `-inf` prices
-    nothing). A lone potential prices its own prefixes (an LM's is the probability of
+    product; its factors price ending, less the conditions that declare
+    `allowed_next` or `batch_allowed` (an EOS entry of 0 or `-inf` prices nothing). A
+    lone potential prices its own prefixes (an LM's is the probability of
     all its continuations), and other samplers' units need not be tokens: None. Leaving
     a factor out only lowers the charge, which is exact whatever it is."""
     from genlm.control.potential import fast_paths
@@ -180,31 +180,43 @@ def _ending_factors(sampler: Any) -> list | None:
     pricing = [
         f
         for f in factors
-        if fast_paths.vectorised_logw_next(f)
-        and fast_paths.allowed_next(f) is None
-        and fast_paths.batch_allowed(f) is None
+        if fast_paths.allowed_next(f) is None and fast_paths.batch_allowed(f) is None
     ]
     # the memoized batching views: other runs' calls share their batches
     return [f.to_autobatched() if sampler.autobatch else f for f in pricing] or None
 
 
+async def _eos_entries(potential: Any, contexts: list[list]) -> np.ndarray:
+    """`potential.logw_next(x)[EOS]` after each context: from one batch of rows where
+    the potential computes them (an LM's row here is the one the next step reads, so
+    a model that caches rows computes it once); else as `complete(x) - prefix(x)`,
+    two batched calls instead of a derived row's one `prefix` per token. NaN is
+    `-inf`."""
+    from genlm.control.potential import fast_paths
+
+    if fast_paths.vectorised_logw_next(potential):
+        return np.array(eos_column(await potential.batch_logw_next(contexts)), dtype=np.float64)
+    complete, prefix = await gather_or_cancel(potential.batch_complete(contexts), potential.batch_prefix(contexts))
+    complete, prefix = np.asarray(complete, dtype=np.float64), np.asarray(prefix, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        eos = np.where(prefix > NEG_INF, complete - prefix, NEG_INF)
+    return np.where(eos == eos, eos, NEG_INF)
+
+
 async def end_costs(sampler: Any, contexts: list[list]) -> np.ndarray | None:
     """The default end twist's log charge after each of `contexts`: the sum of the
-    finite EOS entries of the ending factors' next-token rows there (a factor that
-    forbids EOS, a condition, adds nothing), clipped to `[END_TWIST_FLOOR, 0]`; 0
-    where no factor allows EOS. None when the sampler has no ending factors.
+    finite EOS entries of the ending factors there (a factor that forbids EOS, a
+    condition, adds nothing), clipped to `[END_TWIST_FLOOR, 0]`; 0 where no factor
+    allows EOS. None when the sampler has no ending factors.
 
     It is a function of the context alone, so it keeps `log_ml` unbiased (twisted
-    SMC). For an LM its row after the context is the one the next step reads, so a
-    model that caches rows computes it once."""
+    SMC)."""
     factors = _ending_factors(sampler)
     if factors is None:
         return None
     total = np.zeros(len(contexts), dtype=np.float64)
     found = np.zeros(len(contexts), dtype=bool)
-    rows = await gather_or_cancel(*(f.batch_logw_next(contexts) for f in factors))
-    for factor_rows in rows:
-        eos = np.array(eos_column(factor_rows), dtype=np.float64)
+    for eos in await gather_or_cancel(*(_eos_entries(f, contexts) for f in factors)):
         finite = np.isfinite(eos)
         total[finite] += eos[finite]
         found |= finite
