@@ -93,9 +93,7 @@ async def main(args) -> None:
     print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     fsa = BoolFSA.from_regex(PATTERN)
     for engine in ENGINES:
-        if engine_name(engine).split(",")[0] not in args.coercions and engine != "search" or (
-            engine == "search" and "search" not in args.coercions
-        ):
+        if SEEDED and _coercion(engine) not in args.coercions:
             continue
         condition = coerce(fsa, llm, engine)
         for name in samplers_of(engine):
@@ -109,6 +107,11 @@ async def main(args) -> None:
                         label = {True: "on", False: "off", None: "-"}[budget]
                         tw = twist if isinstance(twist, str) else "off" if twist is False else f"{twist:g}"
                         print(f"| {name} | {engine_name(engine)} | {ess} | {label} | {tw} | {row} |", flush=True)
+
+
+def _coercion(engine) -> str:
+    """The `--coercions` name of an `ENGINES` entry."""
+    return {None: "engine", False: "automaton", "search": "search"}[engine]
 
 
 def _twist(text: str):
