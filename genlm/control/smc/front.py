@@ -106,10 +106,11 @@ class SMC:
                 no expectation (`log_ml` stays unbiased for the same `Z`: twisted SMC with
                 a twist that is 1 at the end). It keeps finished particles, which have
                 paid for EOS, from being resampled away by unfinished ones that have not.
-                None (the default): for the direct sampler and AWRS, the cost of ending
-                after the particle's own context, the EOS entry of the model's next-token
-                row there (a condition that forbids EOS adds nothing), clipped to
-                `[1e-9, 1]`; other samplers get no charge. A number in `(0, 1]`: that
+                None (the default): for AWRS and for the direct sampler of a product
+                (`llm * condition`), the cost of ending after the particle's own context,
+                the EOS entry of the model's next-token row there (a condition's entry
+                adds nothing), clipped to `[1e-9, 1]`; a lone potential, which prices its
+                own prefixes, and other samplers get no charge. A number in `(0, 1]`: that
                 constant factor on every unfinished particle. False or 1: no twist. It
                 does nothing at `ess_threshold=0`. See docs/smc.md ("When a few runs
                 carry the mean").
