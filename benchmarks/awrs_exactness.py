@@ -6,9 +6,14 @@ each sampler, coercion, ESS threshold and budget setting (`smc(..., budget_aware
 prints the mean of `Ẑ/Z = exp(log_ml - log Z)` over seeded runs with its standard
 error, the quantiles of `Ẑ/Z` (10%, median, 90%, 99%, max), the runs with `Ẑ = 0`,
 and the Ẑ-weighted posterior of the three likeliest strings (exact values in the
-header; `log Z` from `genlm.control.testing.enumerate_target`).
+header; `log Z` from `genlm.control.testing.enumerate_target`), with the wall and CPU
+seconds of the row's runs.
 
-    python benchmarks/awrs_exactness.py [--runs 240] [--ess 0,0.5] [--budget on,off] [--end-twist none,1e-4]
+`--end-twist` picks `smc(..., end_twist=)`: `default` (None: the cost of ending after
+each particle's context, the LM's EOS entry there), `off` (False: no twist) or a
+constant factor in (0, 1]; `--coercions engine,automaton,search` picks the conditions.
+
+    python benchmarks/awrs_exactness.py [--runs 240] [--ess 0,0.5] [--budget on,off] [--end-twist off,default,1e-3]
     /tmp/v041/bin/python benchmarks/awrs_exactness.py --model /tmp/tinymodel/tiny --log-z -19.0345
 
 Under genlm-control 0.4.1 pass `--log-z` (the exact value this script prints here).
@@ -51,12 +56,12 @@ async def exact_target(llm):
 
 
 async def measure(sampler, runs: int, ess: float, log_z: float, budget: bool | None, twist=None) -> str:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     extra = {} if budget is None else {"budget_aware": budget}
-    if twist is not None:
+    if twist != "default":
         extra["end_twist"] = twist
     out = await run_many(sampler, range(runs), n_particles=6, ess_threshold=ess, max_tokens=8, **extra)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     ratios = np.array([math.exp(s.log_ml - log_z) for s in out])
     sigma = ratios.std(ddof=1) / math.sqrt(runs)
     q = " / ".join(f"{v:.2f}" for v in np.quantile(ratios, [0.1, 0.5, 0.9, 0.99])) + f" / {ratios.max():.1f}"
@@ -69,7 +74,7 @@ async def measure(sampler, runs: int, ess: float, log_z: float, budget: bool | N
             if text in mass and logw > -math.inf:
                 mass[text] += math.exp(logw - log_z) / (n * runs)
     posterior = " / ".join(f"{mass[t]:.2f}" for t in TOP)
-    return f"{ratios.mean():.3f} ± {sigma:.3f} | {q} | {zero}/{runs} | {posterior} | {seconds:.0f}"
+    return f"{ratios.mean():.3f} ± {sigma:.3f} | {q} | {zero}/{runs} | {posterior} | {seconds:.0f} / {cpu:.0f}"
 
 
 async def main(args) -> None:
@@ -83,11 +88,13 @@ async def main(args) -> None:
     print(f"genlm-control {VERSION}, {args.runs} runs, N = 6, max_tokens = 8\n")
     print(
         "| sampler | coercion | ESS threshold | budget | end_twist | E[Ẑ/Z] ± σ "
-        "| Ẑ/Z p10 / p50 / p90 / p99 / max | Ẑ = 0 | posterior an. / a. / the. | s |"
+        "| Ẑ/Z p10 / p50 / p90 / p99 / max | Ẑ = 0 | posterior an. / a. / the. | s wall / CPU |"
     )
     print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     fsa = BoolFSA.from_regex(PATTERN)
     for engine in ENGINES:
+        if SEEDED and _coercion(engine) not in args.coercions:
+            continue
         condition = coerce(fsa, llm, engine)
         for name in samplers_of(engine):
             sampler = (
@@ -95,11 +102,21 @@ async def main(args) -> None:
             )
             for ess in args.ess:
                 for budget in args.budget if SEEDED else [None]:
-                    for twist in args.end_twist if SEEDED else [None]:
+                    for twist in args.end_twist if SEEDED else ["default"]:
                         row = await measure(sampler, args.runs, ess, log_z, budget, twist)
                         label = {True: "on", False: "off", None: "-"}[budget]
-                        tw = "-" if twist is None else f"{twist:g}"
+                        tw = twist if isinstance(twist, str) else "off" if twist is False else f"{twist:g}"
                         print(f"| {name} | {engine_name(engine)} | {ess} | {label} | {tw} | {row} |", flush=True)
+
+
+def _coercion(engine) -> str:
+    """The `--coercions` name of an `ENGINES` entry."""
+    return {None: "engine", False: "automaton", "search": "search"}[engine]
+
+
+def _twist(text: str):
+    """An `--end-twist` value: "default" (the keyword left out), "off" (False) or a number."""
+    return text if text == "default" else False if text == "off" else float(text)
 
 
 if __name__ == "__main__":
@@ -113,8 +130,12 @@ if __name__ == "__main__":
         help="budget_aware settings to run: on, off or on,off",
     )
     parser.add_argument(
-        "--end-twist", type=lambda s: [None if x == "none" else float(x) for x in s.split(",")],
-        default=[None], help="SMC(...)(..., end_twist=) values: none or numbers in (0, 1]",
+        "--end-twist", type=lambda s: [_twist(x) for x in s.split(",")],
+        default=["default"], help="SMC(...)(..., end_twist=) values: default, off or numbers in (0, 1]",
+    )
+    parser.add_argument(
+        "--coercions", type=lambda s: s.split(","), default=["engine", "automaton", "search"],
+        help="conditions to run: engine, automaton, search (AWRS's search path)",
     )
     parser.add_argument("--model", default=None, help="HF directory (default: the embedded model)")
     parser.add_argument(

@@ -76,7 +76,7 @@ class SMC:
         terminate_when: Callable[[list], bool] | None = None,
         seed: int | None = None,
         budget_aware: bool = True,
-        end_twist: float | None = None,
+        end_twist: float | bool | None = None,
     ) -> "Sequences":
         """Run SMC and return the weighted sequences.
 
@@ -101,13 +101,19 @@ class SMC:
                 The target, conditioned on that length, is the same either way, so it
                 changes no expectation; it removes particles that would die at
                 `max_tokens`. False draws from the unpruned rows.
-            end_twist: a factor in `(0, 1]` (None: 1) on the weight of every unfinished
-                particle when resampling decides, taken off when it finishes: an estimate
-                of what ending will cost it (e.g. the LM's probability of EOS). A twist
-                that is 1 at the end changes no expectation (`log_ml` stays unbiased for
-                the same `Z`); it only keeps finished particles, which have paid for
-                EOS, from being resampled away by unfinished ones that have not. See
-                docs/smc.md ("When a few runs carry the mean").
+            end_twist: how resampling charges an unfinished particle for the ending it
+                has not paid yet; the charge is taken off when it finishes, so it changes
+                no expectation (`log_ml` stays unbiased for the same `Z`: twisted SMC with
+                a twist that is 1 at the end). It keeps finished particles, which have
+                paid for EOS, from being resampled away by unfinished ones that have not.
+                None (the default): for AWRS and for the direct sampler of a product
+                (`llm * condition`), the cost of ending after the particle's own context,
+                the EOS entry of the model's next-token row there (a condition's entry
+                adds nothing), clipped to `[1e-9, 1]`; a lone potential, which prices its
+                own prefixes, and other samplers get no charge. A number in `(0, 1]`: that
+                constant factor on every unfinished particle. False or 1: no twist. It
+                does nothing at `ess_threshold=0`. See docs/smc.md ("When a few runs
+                carry the mean").
 
         Raises:
             ValueError: for a bad argument, or a `+inf` log weight during the run.
@@ -199,17 +205,20 @@ def _check_critic_vocabulary(target: Potential, critic: Potential) -> None:
         )
 
 
-def _end_twist_log(end_twist: Any) -> float:
-    """`log end_twist` (0 for None).
+def _end_twist_log(end_twist: Any) -> float | None:
+    """The model's `end_twist`: None for the default (the cost of ending, per
+    particle), 0 for none (`False` or 1), else `log end_twist`.
 
     Raises:
-        TypeError: not a real number (a bool included).
-        ValueError: outside `(0, 1]`.
+        TypeError: not None, False or a real number (True included).
+        ValueError: a number outside `(0, 1]`.
     """
     if end_twist is None:
+        return None
+    if end_twist is False:
         return 0.0
-    if isinstance(end_twist, bool) or not isinstance(end_twist, (int, float, np.integer, np.floating)):
-        raise TypeError(f"end_twist must be a number in (0, 1], got {end_twist!r}")
+    if isinstance(end_twist, (bool, np.bool_)) or not isinstance(end_twist, (int, float, np.integer, np.floating)):
+        raise TypeError(f"end_twist must be None, False or a number in (0, 1], got {end_twist!r}")
     if not 0 < float(end_twist) <= 1:
         raise ValueError(f"end_twist must be in (0, 1], got {end_twist!r}")
     return math.log(float(end_twist))

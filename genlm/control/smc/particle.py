@@ -80,8 +80,10 @@ class SequenceModel:
         budget_aware: a token sampler draws only tokens after which its target can
             still end within `max_tokens` (`genlm.control.sampler.budget`; the
             length-conditioned target is unchanged).
-        end_twist: the log of `SMC(...)(..., end_twist=)`: added to the twist of every
-            unfinished particle past its first step, 0 once it finishes.
+        end_twist: the end twist's log charge on every unfinished particle, 0 once it
+            finishes: a constant (0: none), or None for the cost of ending after the
+            particle's context (`genlm.control.smc.step.end_costs`), as
+            `SMC(...)(..., end_twist=)` sets it.
     """
 
     __slots__ = (
@@ -99,11 +101,11 @@ class SequenceModel:
         terminate_when: TerminateWhen | None = None,
         verbosity: int = 0,
         budget_aware: bool = True,
-        end_twist: float = 0.0,
+        end_twist: float | None = 0.0,
     ):
         self.unit_sampler = unit_sampler
         self.budget_aware = bool(budget_aware)
-        self.end_twist = float(end_twist)
+        self.end_twist = None if end_twist is None else float(end_twist)
         self.critic = critic
         self.max_tokens = max_tokens
         self.twist_with_critic = bool(twist_with_critic)

@@ -21,7 +21,7 @@ from genlm.control.sampler.token import TokenSampler
 from genlm.control.sampler.unit import flatten_units
 from genlm.control.smc.deaths import Cause, DeadEnd
 from genlm.control.smc.state import Proposals, ends_with
-from genlm.control.weights import NEG_INF
+from genlm.control.weights import NEG_INF, eos_column
 from genlm.control.window import BatchAbandoned, gather_or_cancel
 
 # A step whose batch was abandoned by another run's cancelled task is retried; the
@@ -147,19 +147,115 @@ async def _scores(critic: Any, contexts: list[list]) -> list:
     return await gather_or_cancel(*(critic.score(c) for c in contexts))
 
 
-def _charge_unfinished(
-    charge: float, contexts: list[list], logws: np.ndarray, twists: np.ndarray, scored: np.ndarray, ends: list
-) -> tuple[np.ndarray, np.ndarray]:
-    """Twists with the end twist: `charge` (a log factor) on each live proposal that
-    has not finished, none on one that has. A context past its first step carried the
-    charge already, and a twist the critic did not score is its old one, so that part
-    is taken off first. The final twist of every particle is free of it, so the
-    estimate of `Z` stays unbiased (twisted SMC); only resampling reads it."""
-    had = np.array([charge if len(c) else 0.0 for c in contexts], dtype=np.float64)
+# The default end twist's clip: the log of the charge on an unfinished particle lies
+# in [END_TWIST_FLOOR, 0]. A charge below e^-20.7 (1e-9) would stand for an ending no
+# model prices that low, and would only make the weight it gives back heavy tailed.
+END_TWIST_FLOOR = math.log(1e-9)
+
+
+def _ending_factors(sampler: Any) -> list | None:
+    """The potentials whose EOS entries price ending for the default end twist, or None
+    (no default twist).
+
+    The twist is for a condition: a condition's prefix says only whether a string can
+    still be completed, not what completing costs, so an unfinished particle's weight
+    leaves out the price of ending that a finished one has paid. AWRS has a condition
+    and prices ending by its `potential`. A direct sampler's target has one when it is a
+    product; its factors price ending, less the conditions that declare
+    `allowed_next` or `batch_allowed` (an EOS entry of 0 or `-inf` prices nothing). A
+    lone potential prices its own prefixes (an LM's is the probability of
+    all its continuations), and other samplers' units need not be tokens: None. Leaving
+    a factor out only lowers the charge, which is exact whatever it is."""
+    from genlm.control.potential import fast_paths
+    from genlm.control.sampler.awrs import AWRS
+    from genlm.control.sampler.token import DirectTokenSampler, _factors
+
+    if isinstance(sampler, AWRS):
+        return [sampler.potential]
+    if not isinstance(sampler, DirectTokenSampler):
+        return None
+    factors = _factors(sampler.potential)
+    if len(factors) < 2:
+        return None
+    pricing = [
+        f
+        for f in factors
+        if fast_paths.allowed_next(f) is None and fast_paths.batch_allowed(f) is None
+    ]
+    # the memoized batching views: other runs' calls share their batches
+    return [f.to_autobatched() if sampler.autobatch else f for f in pricing] or None
+
+
+async def _eos_entries(potential: Any, contexts: list[list]) -> np.ndarray:
+    """`potential.logw_next(x)[EOS]` after each context: from one batch of rows where
+    the potential computes them (an LM's row here is the one the next step reads, so
+    a model that caches rows computes it once); else as `complete(x) - prefix(x)`,
+    two batched calls instead of a derived row's one `prefix` per token. NaN is
+    `-inf`."""
+    from genlm.control.potential import fast_paths
+
+    if fast_paths.vectorised_logw_next(potential):
+        return np.array(eos_column(await potential.batch_logw_next(contexts)), dtype=np.float64)
+    complete, prefix = await gather_or_cancel(potential.batch_complete(contexts), potential.batch_prefix(contexts))
+    complete, prefix = np.asarray(complete, dtype=np.float64), np.asarray(prefix, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        eos = np.where(prefix > NEG_INF, complete - prefix, NEG_INF)
+    return np.where(eos == eos, eos, NEG_INF)
+
+
+async def end_costs(sampler: Any, contexts: list[list]) -> np.ndarray | None:
+    """The default end twist's log charge after each of `contexts`: the sum of the
+    finite EOS entries of the ending factors there (a factor that forbids EOS, a
+    condition, adds nothing), clipped to `[END_TWIST_FLOOR, 0]`; 0 where no factor
+    allows EOS. None when the sampler has no ending factors.
+
+    It is a function of the context alone, so it keeps `log_ml` unbiased (twisted
+    SMC)."""
+    factors = _ending_factors(sampler)
+    if factors is None:
+        return None
+    total = np.zeros(len(contexts), dtype=np.float64)
+    found = np.zeros(len(contexts), dtype=bool)
+    for eos in await gather_or_cancel(*(_eos_entries(f, contexts) for f in factors)):
+        finite = np.isfinite(eos)
+        total[finite] += eos[finite]
+        found |= finite
+    return np.where(found, np.clip(total, END_TWIST_FLOOR, 0.0), 0.0)
+
+
+async def _charges(model: Any, news: list[list], logws: np.ndarray, ends: list) -> np.ndarray | None:
+    """The end twist's log charge on each proposal: 0 on a finished or dead one, and
+    on an unfinished one `model.end_twist` (a constant), or with `end_twist` None the
+    cost of ending after its new context (`end_costs`). None: no twist."""
+    mode = getattr(model, "end_twist", 0.0)
+    if mode == 0.0:
+        return None
+    unfinished = (np.asarray(logws) > NEG_INF) & ~np.asarray(ends, dtype=bool)
+    charges = np.zeros(len(news), dtype=np.float64)
+    if mode is not None:
+        charges[unfinished] = float(mode)
+        return charges
+    rows = np.flatnonzero(unfinished)
+    if rows.size:
+        costs = await end_costs(model.unit_sampler, [news[i] for i in rows.tolist()])
+        if costs is None:
+            return None
+        charges[rows] = costs
+    elif _ending_factors(model.unit_sampler) is None:
+        return None
+    return charges
+
+
+def _charged(twists: np.ndarray, scored: np.ndarray, logws: np.ndarray, charges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Twists with the end twist's charges. A live particle's twist without the charge
+    is the critic's new score where the critic scored it, else 0 (the critic scores
+    every live particle, or with `twist_with_critic` False only finished ones, so an
+    unscored live twist held the charge alone); every live twist is then new, so it is
+    marked scored. A finished particle's charge is 0: its final twist is free of it,
+    and the estimate of `Z` stays unbiased (twisted SMC); only resampling reads it."""
     live = np.asarray(logws) > NEG_INF
-    base = twists - np.where(scored, 0.0, had)
-    out = np.where(live, base + np.where(np.asarray(ends, dtype=bool), 0.0, charge), twists)
-    return out, scored | live
+    base = np.where(scored, twists, 0.0)
+    return np.where(live, base + charges, twists), scored | live
 
 
 async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: list) -> Proposals:
@@ -194,8 +290,9 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
         if rows.size:
             values = await _scores(model.critic, [flatten_units(news[i]) for i in rows.tolist()])
             new_twists[rows] = [float(v) for v in values]
-    if getattr(model, "end_twist", 0.0):
-        new_twists, scored = _charge_unfinished(model.end_twist, lists, logws, new_twists, scored, ends)
+    charges = await _charges(model, news, logws, ends)
+    if charges is not None:
+        new_twists, scored = _charged(new_twists, scored, logws, charges)
     causes = tuple(
         _cause(float(logws[i]), float(new_twists[i]), bool(scored[i]), reported[i] or units[i], bool(made_to_end[i]))
         for i in range(len(news))
@@ -203,4 +300,4 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
     return Proposals([tuple(c) for c in news], logws, new_twists, scored, np.array(ends, dtype=bool), causes)
 
 
-__all__ = ["SlotStreams", "propose", "retrying"]
+__all__ = ["END_TWIST_FLOOR", "SlotStreams", "end_costs", "propose", "retrying"]
