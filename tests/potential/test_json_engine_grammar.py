@@ -58,6 +58,30 @@ SHAPES = {
     "number-positive": {"type": "number", "exclusiveMinimum": 0},
     "nested": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "array"}}}},
 }
+# Strings with a `pattern` or a checked `format` (engine/_json_strings.py).
+PATTERNS = {
+    "pattern-anchored": {"type": "string", "pattern": "^#[0-9a-f]{2}$"},
+    "pattern-search": {"type": "string", "pattern": "x-"},
+    "pattern-head": {"type": "string", "pattern": "^a/"},
+    "pattern-tail": {"type": "string", "pattern": "b$"},
+    "pattern-escapes": {"type": "string", "pattern": '^["\\\\/\\n\\t]é\\.?$'},
+    "pattern-dot": {"type": "string", "pattern": "^.{2}$"},
+    "pattern-wide": {"type": "string", "pattern": "^[\U0001F600-\U0001F602\u00e9-\u0800]+$"},
+    "pattern-negated": {"type": "string", "pattern": "^[^a\\x00-\\x1f]{1,2}$"},
+    "pattern-flags": {"type": "string", "pattern": "^(?i:ab)|\\d\\s$"},
+    "pattern-key": {"type": "object", "properties": {"v": {"type": "string", "pattern": "^[0-9]+$"}},
+                    "additionalProperties": {"type": "string", "pattern": "^\\w$"}},
+    "format-date": {"type": "string", "format": "date"},
+    "format-time": {"type": "string", "format": "time"},
+    "format-date-time": {"type": "string", "format": "date-time"},
+    "format-email": {"type": "string", "format": "email"},
+    "format-uuid": {"type": "string", "format": "uuid"},
+    "format-ipv4": {"type": "string", "format": "ipv4"},
+    "format-ipv6": {"type": "string", "format": "ipv6"},
+    "format-uri": {"type": "string", "format": "uri"},
+    "format-json-pointer": {"type": "string", "format": "json-pointer"},
+}
+SHAPES.update(PATTERNS)
 FILES = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))}
 TAKEN = {k: s for k, s in FILES.items() if _json_grammar(s) is not None}
 CASES = {**SHAPES, **{f"file-{k}": s for k, s in TAKEN.items()}}
@@ -75,8 +99,33 @@ class LarkBytes:
 
 def test_the_shapes_and_the_benchmark_schemas_take_the_grammar():
     assert all(_json_grammar(s) is not None for s in SHAPES.values())
-    assert "pattern" in json.dumps(FILES["hex_color"]) and "hex_color" not in TAKEN
     assert {"any_json", "open_object", "tree_node", "env_vars", "tags"} <= set(TAKEN)
+    with_pattern = {k for k, s in FILES.items() if '"pattern"' in json.dumps(s) or '"format"' in json.dumps(s)}
+    assert with_pattern - {"one_of_payment", "pattern_properties"} <= set(TAKEN)
+
+
+def test_a_pattern_beside_a_length_or_a_format_is_not_written():
+    from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
+
+    for schema in [{"type": "string", "pattern": "^a+$", "maxLength": 3},
+                   {"type": "string", "pattern": "^1", "format": "ipv4"},
+                   {"type": "string", "format": "hostname"}]:  # a length cap of 253
+        with pytest.raises(Unwritable):
+            schema_grammar(compile_schema(schema).root)
+
+
+def test_hex_spans_are_exactly_their_values():
+    import re
+
+    from genlm.control.potential.built_in.engine._json_strings import hex_span
+
+    rng = random.Random(0)
+    for lo, hi in [(0, 0xFFFF), (0x20, 0x7E), (0xD7FF, 0xE000), (0x1234, 0x1234), (0xABC, 0xF00F)] + [
+            tuple(sorted(rng.sample(range(0x10000), 2))) for _ in range(20)]:
+        r = re.compile(hex_span(lo, hi))
+        for v in list(range(max(0, lo - 40), min(0x10000, hi + 40))) + rng.sample(range(0x10000), 300):
+            text = "".join(rng.choice([d, d.upper()]) for d in f"{v:04x}")
+            assert bool(r.fullmatch(text)) == (lo <= v <= hi), (lo, hi, text)
 
 
 # Byte strings ----------------------------------------------------------------------
@@ -115,10 +164,16 @@ def every_short_string(schema, alphabet: bytes, max_len: int):
     ("int-zero", b"-019 .", 4),
     ("number-nonnegative", b"-01.eE+", 5),
     ("number-positive", b"-01.eE+", 5),
-    ("int-ranges", b"[],-0157 ", 6),
-    ("int-zero", b"-019 .", 4),
-    ("number-nonnegative", b"-01.eE+", 5),
-    ("number-positive", b"-01.eE+", 5),
+    ("pattern-anchored", b'"#0af\\u', 6),
+    ("pattern-search", b'"x-\\u02d', 6),
+    ("pattern-head", b'"a/\\u2f', 6),
+    ("pattern-tail", b'"b\\nu0a', 6),
+    ("pattern-escapes", b'"\\/nt.\xc3\xa9u', 6),
+    ("pattern-dot", b'"a\\nu0', 5),
+    ("pattern-negated", b'"aA\\u01f', 6),
+    ("pattern-flags", b'"aAB1 \\t', 5),
+    ("format-date", b'"0129-', 6),
+    ("format-ipv4", b'"0125.', 6),
 ])
 def test_grammar_agrees_on_every_short_string(name, alphabet, n):
     assert every_short_string(SHAPES[name], alphabet, n) is None
@@ -159,8 +214,47 @@ def within(d: Decimal, b) -> bool:
     return above and (b.hi is None or d < b.hi or (b.hi_incl and d == b.hi))
 
 
-def gen(node, rng: random.Random, depth: int = 0) -> str:
-    """A document of the compiled `node`, spelled at random."""
+POOL = '"\\/\n\t\x7f aAzZ09#-.:_@Té€\U0001F600\U0001F601'
+
+
+def sample(tree, rng: random.Random) -> str:
+    """A random string of a `regex.syntax` tree."""
+    kind = tree[0]
+    if kind == "set":
+        inside = [c for c in POOL if any(a <= ord(c) <= b for a, b in tree[1])]
+        if inside and rng.random() < 0.6:
+            return rng.choice(inside)
+        while True:
+            a, b = rng.choice(tree[1])
+            cp = rng.randint(a, min(b, a + rng.choice([5, 200, 70000])))
+            if not 0xD800 <= cp <= 0xDFFF:
+                return chr(cp)
+    if kind == "cat":
+        return "".join(sample(x, rng) for x in tree[1])
+    if kind == "alt":
+        return sample(rng.choice(tree[1]), rng)
+    _, lo, hi, sub = tree
+    return "".join(sample(sub, rng) for _ in range(rng.randint(lo, lo + 3 if hi is None else min(hi, lo + 3))))
+
+
+def edit(text: str, rng: random.Random) -> str:
+    """`text` with one character replaced, removed, inserted or doubled (a near miss)."""
+    i = rng.randint(0, len(text))
+    c = rng.choice(POOL + "0123456789abcdef")
+    return rng.choice([text[:i] + c + text[i + 1:], text[:i] + text[i + 1:], text[:i] + c + text[i:],
+                       text[:i] + text[i:i + 1] * 2 + text[i + 1:]])
+
+
+def pattern_text(a, rng: random.Random, edits: bool) -> str:
+    from genlm.control.potential.built_in.regex.syntax import parse_regex
+
+    text = sample(parse_regex(a.pattern.regex), rng)
+    return edit(text, rng) if edits and rng.random() < 0.7 else text
+
+
+def gen(node, rng: random.Random, depth: int = 0, edits: bool = False) -> str:
+    """A document of the compiled `node`, spelled at random (`edits`: strings with a
+    pattern are often one edit away from one, so the document may be invalid)."""
     alts = node.alts
     if depth > 3:
         alts = [a for a in alts if not isinstance(a, (Obj, Arr))] or alts
@@ -177,6 +271,8 @@ def gen(node, rng: random.Random, depth: int = 0) -> str:
     if isinstance(a, Str):
         if a.values is not None:
             return spell(rng.choice(sorted(a.values)), rng)
+        if a.pattern is not None:
+            return spell(pattern_text(a, rng, edits), rng)
         hi = a.max_len if a.max_len is not None else a.min_len + 4
         return spell(random_text(rng, rng.randint(a.min_len, hi)), rng)
     if isinstance(a, Arr):
@@ -185,11 +281,11 @@ def gen(node, rng: random.Random, depth: int = 0) -> str:
             hi = min(hi, len(a.fixed))
         n = rng.randint(a.min_items, min(hi, a.min_items + 3))
         nodes = [a.fixed[i] if i < len(a.fixed) else a.items for i in range(n)]
-        return "[" + ",".join(ws(rng) + gen(x, rng, depth + 1) + ws(rng) for x in nodes) + "]"
-    return gen_object(a, rng, depth)
+        return "[" + ",".join(ws(rng) + gen(x, rng, depth + 1, edits) + ws(rng) for x in nodes) + "]"
+    return gen_object(a, rng, depth, edits)
 
 
-def gen_object(a, rng: random.Random, depth: int) -> str:
+def gen_object(a, rng: random.Random, depth: int, edits: bool = False) -> str:
     named = {k: a.props.get(k, a.additional) for k in set(a.props) | set(a.required)}
     named = {k: v for k, v in named.items() if v is not None and v.alts}
     keys = sorted(a.required) + [k for k in sorted(named) if k not in a.required and rng.random() < 0.5]
@@ -200,7 +296,7 @@ def gen_object(a, rng: random.Random, depth: int) -> str:
             if k not in set(a.props) | set(a.required):
                 members.append((k, a.additional))
     rng.shuffle(members)
-    body = ",".join(f"{ws(rng)}{spell(k, rng)}{ws(rng)}:{ws(rng)}{gen(v, rng, depth + 1)}{ws(rng)}"
+    body = ",".join(f"{ws(rng)}{spell(k, rng)}{ws(rng)}:{ws(rng)}{gen(v, rng, depth + 1, edits)}{ws(rng)}"
                     for k, v in members)
     return "{" + body + "}"
 
@@ -221,6 +317,30 @@ def test_grammar_agrees_on_generated_documents_and_near_misses(name):
         assert rec.complete(doc), doc  # the generator writes valid documents
         for d in [doc, *near_misses(doc, rng)]:
             assert disagreement_along(pair, d) is None, (name, d)
+    for _ in range(30):  # strings one edit away from their pattern
+        doc = gen(root, rng, edits=True).encode()
+        assert disagreement_along(pair, doc) is None, (name, doc)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_grammar_agrees_on_random_walks_from_either_side(name):
+    """Byte by byte, the two allow the same next bytes; the walk draws one of them
+    (often a closing one), so both sides' prefixes are visited."""
+    schema = CASES[name]
+    eng, js, rng = LarkBytes(schema), JsonSchema(schema), random.Random("walk" + name)
+    for _ in range(12):
+        m, q, doc = eng.root.deep_copy(), js.state_of([]), b""
+        for _ in range(40):
+            assert m.is_accepting() == js.transitions.accepts(q), (name, doc)
+            mine = [b for b in range(256) if js.advance(q, b) is not None]
+            theirs = [b for b in range(256) if m.validate_tokens([b]) == 1]
+            assert mine == theirs, (name, doc)
+            if not mine:
+                break
+            closers = [b for b in mine if b in b'"}],']
+            b = rng.choice(closers) if closers and rng.random() < 0.3 else rng.choice(mine)
+            m.consume_token(b)
+            q, doc = js.advance(q, b), doc + bytes([b])
 
 
 # Token rows of the embedded model ----------------------------------------------------
@@ -246,7 +366,8 @@ def tokenize(llm, data: bytes, rng: random.Random) -> list:
     return out
 
 
-@pytest.mark.parametrize("name", ["person", "typed-extra", "tuple", "file-tree_node"])
+@pytest.mark.parametrize("name", ["person", "typed-extra", "tuple", "file-tree_node", "file-user_with_format",
+                                  "file-login_request", "pattern-escapes"])
 def test_default_rows_equal_the_generic_rows(llm, name):
     from genlm.control.potential.built_in.engine.guided import GuidedCoerced
 

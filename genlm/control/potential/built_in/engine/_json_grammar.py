@@ -42,6 +42,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from genlm.control.potential.built_in.engine._json_numbers import Unwritable, number_regex
+from genlm.control.potential.built_in.engine._json_strings import pattern_regex
 from genlm.control.potential.built_in.json_schema import (
     SIMPLE_ESCAPES,
     Arr,
@@ -305,7 +306,9 @@ CHAR = None  # filled below: any string character
 def string_regex(s: Str) -> str:
     """The strings of `s` (quotes included)."""
     if s.pattern is not None:
-        raise Unwritable("a string with a pattern")
+        if (s.min_len, s.max_len) != (0, None):
+            raise Unwritable("a string with a pattern (or format) and a length bound")
+        return f"\\x22{pattern_regex(s.pattern)}\\x22"
     if s.values is not None:
         return "\\x22(?:" + "|".join("".join(spell(c) for c in v) for v in sorted(s.values)) + ")\\x22"
     lo, hi = s.min_len, s.max_len
