@@ -83,8 +83,20 @@ PATTERNS = {
 }
 SHAPES.update(PATTERNS)
 FILES = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))}
-TAKEN = {k: s for k, s in FILES.items() if _json_grammar(s) is not None}
+TAKEN = {k: s for k, s in FILES.items() if isinstance(_json_grammar(s), str)}
 CASES = {**SHAPES, **{f"file-{k}": s for k, s in TAKEN.items()}}
+# Served with checks (engine/_json_checked.py): bounded numbers, schemas read as a
+# superset on prefixes.
+BOUNDED = {
+    "number-unit": {"type": "number", "minimum": 0, "maximum": 1},
+    "number-open": {"type": "number", "exclusiveMinimum": -2.5, "exclusiveMaximum": 0.25},
+    "number-negative": {"type": "array", "items": {"type": "number", "minimum": -80, "maximum": -0.05}},
+    "number-point": {"type": "number", "minimum": 0.5, "maximum": 0.5},
+    "number-above": {"type": "number", "minimum": -1.5},
+    "number-below": {"type": "number", "exclusiveMaximum": 100},
+}
+CHECKED_FILES = {k: s for k, s in FILES.items() if k not in TAKEN and _json_grammar(s) is not None}
+CHECKED = {**BOUNDED, **{f"file-{k}": s for k, s in CHECKED_FILES.items()}}
 
 
 class LarkBytes:
@@ -98,7 +110,15 @@ class LarkBytes:
 
 
 def test_the_shapes_and_the_benchmark_schemas_take_the_grammar():
-    assert all(_json_grammar(s) is not None for s in SHAPES.values())
+    from genlm.control.potential.built_in.engine._json_checked import CheckedSource
+    from genlm.control.potential.built_in.engine._json_exact import engine_difference
+
+    assert all(isinstance(_json_grammar(s), str) for s in SHAPES.values())
+    assert all(isinstance(_json_grammar(s), CheckedSource) for s in BOUNDED.values())
+    # every benchmark schema takes the engine: as written (whitelist), a grammar, or checked
+    off = {k for k, s in FILES.items() if engine_difference(s) is not None}
+    assert off <= set(TAKEN) | set(CHECKED_FILES) and len(off) == 60
+    assert {"multiple_of", "string_set", "not_string", "geo_point", "probability"} <= set(CHECKED_FILES)
     assert {"any_json", "open_object", "tree_node", "env_vars", "tags"} <= set(TAKEN)
     with_pattern = {k for k, s in FILES.items() if '"pattern"' in json.dumps(s) or '"format"' in json.dumps(s)}
     assert with_pattern - {"one_of_payment", "pattern_properties"} <= set(TAKEN)
@@ -261,6 +281,12 @@ def gen(node, rng: random.Random, depth: int = 0, edits: bool = False) -> str:
     a = rng.choice(alts)
     if isinstance(a, Lit):
         return a.text.decode()
+    if isinstance(a, Num) and edits and not a.integer and rng.random() < 0.5:
+        edge = [e for e in (a.bounds.lo, a.bounds.hi) if e is not None] or [Decimal(1)]
+        e = rng.choice(edge)
+        return rng.choice([str(e), f"{e}1", f"{e}0e0", f"{e * 10}e-1", f"{e / 10}E+1", f"{e * 100}e-2",
+                           f"{e}e-400", "1e400", "-0", "-0.0e5", "0.5e1", "5E-1", "1e0", "0.01e2", "9e1",
+                           f"{e + Decimal('0.0001')}", f"{e - Decimal('0.0001')}", str(-e), f"-{e}e0"])
     if isinstance(a, Num):
         near = [int(e) + k for e in (a.bounds.lo, a.bounds.hi) if e is not None for k in range(-2, 3)]
         while True:  # a spelling within the bounds
@@ -343,6 +369,58 @@ def test_grammar_agrees_on_random_walks_from_either_side(name):
             q, doc = js.advance(q, b), doc + bytes([b])
 
 
+# Served with checks: the grammars bound the language ----------------------------------
+
+
+class CheckedBytes:
+    """The `sup` and `sub` grammars of a checked schema (sub None: the grammar is the
+    recognizer's prefix language), over single bytes."""
+
+    def __init__(self, schema):
+        source = _json_grammar(schema)
+        self.sup = llg.LLMatcher(byte_tokenizer(), grammar_text("lark", source.sup), log_level=0)
+        self.sub = None if source.sub is None else llg.LLMatcher(
+            byte_tokenizer(), grammar_text("lark", source.sub), log_level=0)
+
+
+def sandwich_along(checked: CheckedBytes, js: JsonSchema, doc: bytes):
+    """The first prefix of `doc` where `sub ⊆ JsonSchema ⊆ sup` fails on prefixes or on
+    complete documents (with no `sub`: where `sup` differs from the recognizer)."""
+    exact = checked.sub is None
+    sup, sub, q = checked.sup.deep_copy(), checked.sub and checked.sub.deep_copy(), js.state_of([])
+    for i in range(len(doc) + 1):
+        up, mid = sup.is_accepting(), js.transitions.accepts(getattr(q, "machine", q))
+        low = sub is not None and sub.is_accepting()
+        if (exact and up != mid) or (low and not mid) or (mid and not up):
+            return doc[:i], "complete"
+        if i == len(doc):
+            return None
+        b = doc[i]
+        q = js.advance(q, b)
+        up, mid = sup.validate_tokens([b]) == 1, q is not None
+        low = sub is not None and sub.validate_tokens([b]) == 1
+        if (exact and up != mid) or (low and not mid) or (mid and not up):
+            return doc[: i + 1], "prefix"
+        if not mid:
+            return None
+        sup.consume_token(b)
+        if low:
+            sub.consume_token(b)
+        else:
+            sub = None
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_checked_grammars_bound_the_language(name):
+    schema = CHECKED[name]
+    checked, js, rng = CheckedBytes(schema), JsonSchema(schema), random.Random("bound" + name)
+    root = compile_schema(schema).root
+    for _ in range(40):
+        doc = gen(root, rng, edits=rng.random() < 0.5).encode()
+        for d in [doc, *near_misses(doc, rng)]:
+            assert sandwich_along(checked, js, d) is None, (name, d)
+
+
 # Token rows of the embedded model ----------------------------------------------------
 
 
@@ -367,11 +445,14 @@ def tokenize(llm, data: bytes, rng: random.Random) -> list:
 
 
 @pytest.mark.parametrize("name", ["person", "typed-extra", "tuple", "file-tree_node", "file-user_with_format",
-                                  "file-login_request", "pattern-escapes"])
+                                  "file-login_request", "pattern-escapes", "number-unit", "number-open",
+                                  "number-negative", "file-geo_point", "file-weather", "file-multiple_of",
+                                  "file-string_set", "file-not_string", "file-one_of_payment",
+                                  "file-pattern_properties"])
 def test_default_rows_equal_the_generic_rows(llm, name):
     from genlm.control.potential.built_in.engine.guided import GuidedCoerced
 
-    schema = CASES[name]
+    schema = {**CASES, **CHECKED}[name]
     fast = JsonSchema(schema).coerce(llm, f=b"".join)
     slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
     assert isinstance(fast, GuidedCoerced)
@@ -381,15 +462,29 @@ def test_default_rows_equal_the_generic_rows(llm, name):
         a, b = await fast.logw_next(ctx), await slow.logw_next(ctx)
         return np.isfinite(np.asarray(a.weights)), np.isfinite(np.asarray(b.weights))
 
+    async def same(ctx, row):  # the single questions agree with the row
+        eos = len(llm.vocab)
+        picks = [eos] + rng.sample(range(eos), 3) + [int(i) for i in np.flatnonzero(row)[:4]]
+        assert list(await fast.allowed_next(ctx, picks)) == [bool(row[i]) for i in picks], b"".join(ctx)
+        assert (await fast.complete(ctx) == 0) == (await slow.complete(ctx) == 0) == bool(row[-1])
+        for i in picks[1:]:
+            if i < eos:
+                assert (await fast.prefix(ctx + [llm.vocab[i]]) == 0) == bool(row[i])
+
     async def check():
-        for _ in range(4):
-            doc = gen(root, rng).encode()
+        for k in range(6):
+            doc = gen(root, rng, edits=k % 2 == 1).encode()
             ctx = tokenize(llm, doc, rng)
             for i in range(len(ctx) + 1):
+                if await slow.prefix(ctx[:i]) != 0:
+                    break  # an edited document leaves the language here
                 a, b = await rows(ctx[:i])
                 assert np.array_equal(a, b), (name, b"".join(ctx[:i]))
+                await same(ctx[:i], a)
             for _ in range(6):  # random walks on allowed non-space tokens
                 walk = ctx[: rng.randint(0, len(ctx))]
+                while await slow.prefix(walk) != 0:
+                    walk = walk[:-1]
                 for _ in range(8):
                     a, b = await rows(walk)
                     assert np.array_equal(a, b), (name, b"".join(walk))
@@ -424,3 +519,43 @@ def test_integer_ranges_are_exactly_their_spellings(lo, hi):
             assert r.fullmatch(str(n))
     assert bool(r.fullmatch("-0")) == ((lo is None or lo <= 0) and (hi is None or hi >= 0))
     assert not any(r.fullmatch(s) for s in ["01", "-01", "00", "+1", "1.0", "1e0", ""])
+
+
+@pytest.mark.parametrize("lo, lo_incl, hi, hi_incl", [
+    ("0", True, "1", True), ("-90", True, "90", True), ("-80", True, "60", True), ("0.25", False, "2.5", False),
+    ("-1.05", True, "-0.3", False), (None, True, "3.14", True), ("-2.5", False, None, True), ("0", False, "0", True),
+    ("0", True, "0", True), ("0.5", True, "0.5", True), ("0.05", True, "0.051", True), ("-0.5", False, "0", False),
+    ("1", True, "10", False), ("0", False, None, True)])
+def test_bounded_decimals_without_exponent_are_exactly_their_spellings(lo, lo_incl, hi, hi_incl):
+    import re
+
+    from genlm.control.potential.built_in.engine._json_numbers import decimal_regex
+
+    lo, hi = (None if x is None else Decimal(x) for x in (lo, hi))
+    text = decimal_regex(lo, lo_incl, hi, hi_incl)
+    r = None if text is None else re.compile(text)
+    rng = random.Random(f"{lo}{hi}")
+    wholes = [0, 1, 2, 3, 9, 10, 59, 60, 61, 79, 80, 81, 89, 90, 91, 99, 100, 101]
+    fracs = ["", "", ".0", ".5", ".05", ".25", ".250", ".3", ".051", ".0510", ".0509", ".14", ".15", ".049"]
+    for _ in range(3000):
+        t = rng.choice(["", "-"]) + str(rng.choice(wholes + [rng.randint(0, 300)]))
+        t += rng.choice(fracs + ["." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 4)))])
+        x = Decimal(t)
+        want = (lo is None or x > lo or (lo_incl and x == lo)) and (hi is None or x < hi or (hi_incl and x == hi))
+        assert (r is not None and r.fullmatch(t) is not None) == want, t
+    assert r is None or not any(r.fullmatch(t) for t in ["01", "1.", ".5", "+1", "1e0", "--1", "00.5", ""])
+
+
+def test_a_spawned_checked_coercion_keeps_its_rows(llm):
+    import pickle
+
+    schema = CHECKED["file-geo_point"]
+    fast = JsonSchema(schema).coerce(llm, f=b"".join)
+    ctx = tokenize(llm, b'{"lat": 1', random.Random(0))
+
+    async def row(p):
+        return np.isfinite(np.asarray((await p.logw_next(ctx)).weights))
+
+    first = asyncio.run(row(fast))
+    assert np.array_equal(first, asyncio.run(row(fast.spawn())))
+    assert np.array_equal(first, asyncio.run(row(pickle.loads(pickle.dumps(fast)))))
