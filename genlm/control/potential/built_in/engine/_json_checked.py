@@ -10,7 +10,11 @@ serve them exactly:
   a document and every prefix of a document is a prefix of `sup`; so a token in
   `sub`'s mask is allowed, one outside `sup`'s is not, and only the tokens between
   the two masks (those that write an exponent in a bounded number, a few) are
-  checked exactly, on `JsonSchema`'s recognizer;
+  checked exactly, on `JsonSchema`'s recognizer. Where no token can write a
+  number's bytes (the context does not end inside a number or where a value may
+  start, and no token allowed by `sup` holds `:`, `,` or `[` before a digit or `-`),
+  the two masks are equal (a number the context completed is in `sub`, or `sub`
+  is dead there), so `sub`'s mask is not computed;
 - a schema `JsonSchema` reads as a superset on prefixes (`not`, `uniqueItems`,
   `multipleOf`, `patternProperties`, ...): its recognizer's prefix language is the
   compiled schema's, which the grammar writes exactly (`sup`, no `sub`); only EOS
@@ -31,6 +35,21 @@ import numpy as np
 from genlm.control.potential.built_in.engine._guided_engine import fill_masks
 from genlm.control.potential.built_in.engine.guided import GuidedConstraint
 from genlm.control.weights import NEG_INF
+
+NUMBER_BYTES = frozenset(b"0123456789.eE+-")
+VALUE_OPENERS = frozenset(b":,[")
+
+
+def _opens_number(text: bytes) -> bool:
+    """Whether `text` holds `:`, `,` or `[` followed (later in it) by a digit or `-`:
+    a token that may start a number after its first byte."""
+    seen = False
+    for b in text:
+        if b in VALUE_OPENERS:
+            seen = True
+        elif seen and (0x30 <= b <= 0x39 or b == 0x2D):
+            return True
+    return False
 
 
 class CheckedSource(NamedTuple):
@@ -56,12 +75,29 @@ class CheckedConstraint(GuidedConstraint):
         )
         super().__init__(llm, "lark", source.sup, cache_size=cache_size)
         self._bytes = [bytes(t) for t in self.token_maps.decode]
+        self._opens = np.zeros(self.engine.n_words, dtype=np.int32)  # tokens that may start a number
+        for tid, text in enumerate(self._bytes):
+            if _opens_number(text):
+                self._opens.view(np.uint32)[tid >> 5] |= np.uint32(1 << (tid & 31))
 
     def _init_cache(self) -> None:
         super()._init_cache()
         if "_bytes" in self.__dict__:  # a spawned copy: its own caches everywhere
             self.exact = self.exact.spawn()
             self.sub = None if self.sub is None else self.sub.spawn()
+
+    def _near_number(self, context: Sequence[Any]) -> bool:
+        """Whether the context ends inside a number (its last byte `0-9 . e E + -`) or
+        where a value may start (its last byte other than whitespace is `:`, `,` or
+        `[`, or there is none)."""
+        for tid in reversed(self.token_maps.context_ids(context)):
+            text = self._bytes[tid]
+            if text and text[-1] in NUMBER_BYTES:
+                return True
+            text = text.rstrip(b" \t\n\r")
+            if text:
+                return text[-1] in VALUE_OPENERS
+        return True
 
     def _data(self, context: Sequence[Any]) -> bytes:
         return b"".join(self._bytes[i] for i in self.token_maps.context_ids(context))
@@ -95,8 +131,13 @@ class CheckedConstraint(GuidedConstraint):
             if accepting:
                 accepting = self.exact.document_ok(self._data(context))
             return words, accepting
-        data = self._data(context)
         low = self.sub.matcher(context)
+        if low is not None and not self._near_number(context) and not (words & self._opens).any():
+            # no token can write a bounded number's digits here: `sub` and `sup` agree
+            if accepting:
+                accepting = self.exact.document_ok(self._data(context))
+            return words, accepting
+        data = self._data(context)
         if low is not None:
             lower = fill_masks(self.sub.engine, [low])[0]
             low_accepts = low.is_accepting()

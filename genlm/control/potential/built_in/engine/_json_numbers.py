@@ -8,7 +8,10 @@ with the count of zeros): `number_regex` raises `NeedsCheck` for them, and the
 grammar is then written twice (`mode`): "sub" writes the spellings without an
 exponent whose value is in the bounds (regular: the integer part digit by digit,
 the fraction digit by digit against the bounds' digits), a subset of the numbers;
-"sup" adds every spelling with an exponent, a superset. The engine serves the two
+"sup" adds every spelling with an exponent, a superset. (The subset also takes the
+exponents -8..8: for each such `k`, `m e k` is within the bounds iff `m` is within
+them divided by `10**k`, a range again; so a digit token that only an exponent
+brings back into range, `999` under `maximum: 90`, is in the subset's mask.) The engine serves the two
 and the tokens between them are checked exactly (`_json_checked`).
 """
 
@@ -33,6 +36,7 @@ class NeedsCheck(Unwritable):
 
 EXPONENT_NUMBER = INTEGER + r"(?:\.[0-9]+)?[eE][+\-]?[0-9]+"
 MAX_DIGITS = 40  # digits of a bound written digit by digit
+SUB_EXPONENTS = 8  # the subset grammar spells exponents -8..8 (so that `999` is a prefix: 999e-2)
 
 
 def number_regex(a: Num, mode: str = "exact") -> str:
@@ -55,12 +59,25 @@ def number_regex(a: Num, mode: str = "exact") -> str:
         return f"(?:{positive}|{zero}|-{zero})" if b.lo_incl else positive
     if mode == "exact":
         raise NeedsCheck("a number with bounds other than a lower bound of 0")
-    sub = decimal_regex(b.lo, b.lo_incl, b.hi, b.hi_incl)
+    plain = decimal_regex(b.lo, b.lo_incl, b.hi, b.hi_incl)
     if mode == "sub":
-        if sub is None:
-            raise Unwritable("a bounded number with no spelling without an exponent")
-        return sub
-    return EXPONENT_NUMBER if sub is None else f"(?:{sub}|{EXPONENT_NUMBER})"
+        parts = [] if plain is None else [plain]
+        for k in range(-SUB_EXPONENTS, SUB_EXPONENTS + 1):  # m e k within the bounds: m within them / 10**k
+            scaled = [None if x is None else x.scaleb(-k) for x in (b.lo, b.hi)]
+            m = decimal_regex(scaled[0], b.lo_incl, scaled[1], b.hi_incl)
+            if m is not None:
+                parts.append(m + _exponent(k))
+        if not parts:
+            raise Unwritable("a bounded number with no spelling of a small exponent")
+        return "(?:" + "|".join(parts) + ")"
+    return EXPONENT_NUMBER if plain is None else f"(?:{plain}|{EXPONENT_NUMBER})"
+
+
+def _exponent(k: int) -> str:
+    """The spellings of the exponent `k` (`e`/`E`, a sign, leading zeros allowed)."""
+    if k == 0:
+        return r"[eE][+\-]?0+"
+    return (r"[eE]\+?0*" if k > 0 else r"[eE]-0*") + str(abs(k))
 
 
 def _digits_of(x: Decimal) -> tuple[int, str]:
