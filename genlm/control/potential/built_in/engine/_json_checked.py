@@ -10,11 +10,12 @@ serve them exactly:
   a document and every prefix of a document is a prefix of `sup`; so a token in
   `sub`'s mask is allowed, one outside `sup`'s is not, and only the tokens between
   the two masks (those that write an exponent in a bounded number, a few) are
-  checked exactly, on `JsonSchema`'s recognizer. Where no token can write a
-  number's bytes (the context does not end inside a number or where a value may
-  start, and no token allowed by `sup` holds `:`, `,` or `[` before a digit or `-`),
-  the two masks are equal (a number the context completed is in `sub`, or `sub`
-  is dead there), so `sub`'s mask is not computed;
+  checked exactly, on `JsonSchema`'s recognizer. Where no token `sup` allows can
+  write a number's bytes (`CheckedConstraint._may_write_number`: the context does not
+  end inside a number, no allowed token starts one where a value may start, none
+  holds `:`, `,` or `[` before a digit or `-`), the two masks are equal (a number the
+  context completed is in `sub`, or `sub` is dead there), so `sub`'s mask is not
+  computed;
 - a schema `JsonSchema` reads as a superset on prefixes (`not`, `uniqueItems`,
   `multipleOf`, `patternProperties`, ...): its recognizer's prefix language is the
   compiled schema's, which the grammar writes exactly (`sup`, no `sub`); only EOS
@@ -75,10 +76,17 @@ class CheckedConstraint(GuidedConstraint):
         )
         super().__init__(llm, "lark", source.sup, cache_size=cache_size)
         self._bytes = [bytes(t) for t in self.token_maps.decode]
-        self._opens = np.zeros(self.engine.n_words, dtype=np.int32)  # tokens that may start a number
+        # tokens that start a number after their first byte, and tokens that start with one
+        self._opens = np.zeros(self.engine.n_words, dtype=np.int32)
+        self._starts = np.zeros(self.engine.n_words, dtype=np.int32)
         for tid, text in enumerate(self._bytes):
-            if _opens_number(text):
-                self._opens.view(np.uint32)[tid >> 5] |= np.uint32(1 << (tid & 31))
+            head = text.lstrip(b" \t\n\r")[:1]
+            for words, hit in (
+                (self._opens, _opens_number(text)),
+                (self._starts, head and head in b"-0123456789"),
+            ):
+                if hit:
+                    words.view(np.uint32)[tid >> 5] |= np.uint32(1 << (tid & 31))
 
     def _init_cache(self) -> None:
         super()._init_cache()
@@ -86,18 +94,22 @@ class CheckedConstraint(GuidedConstraint):
             self.exact = self.exact.spawn()
             self.sub = None if self.sub is None else self.sub.spawn()
 
-    def _near_number(self, context: Sequence[Any]) -> bool:
-        """Whether the context ends inside a number (its last byte `0-9 . e E + -`) or
-        where a value may start (its last byte other than whitespace is `:`, `,` or
-        `[`, or there is none)."""
+    def _may_write_number(self, context: Sequence[Any], words: np.ndarray) -> bool:
+        """Whether a token `sup` allows (`words`) may write a number's bytes: the
+        context ends inside a number (its last byte `0-9 . e E + -`); or it ends where
+        a value may start (its last byte other than whitespace is `:`, `,` or `[`, or
+        there is none) and an allowed token starts, after whitespace, with a digit or
+        `-`; or an allowed token holds `:`, `,` or `[` before a digit or `-`."""
+        if (words & self._opens).any():
+            return True
         for tid in reversed(self.token_maps.context_ids(context)):
             text = self._bytes[tid]
             if text and text[-1] in NUMBER_BYTES:
                 return True
             text = text.rstrip(b" \t\n\r")
             if text:
-                return text[-1] in VALUE_OPENERS
-        return True
+                return text[-1] in VALUE_OPENERS and bool((words & self._starts).any())
+        return bool((words & self._starts).any())
 
     def _data(self, context: Sequence[Any]) -> bytes:
         return b"".join(self._bytes[i] for i in self.token_maps.context_ids(context))
@@ -132,7 +144,7 @@ class CheckedConstraint(GuidedConstraint):
                 accepting = self.exact.document_ok(self._data(context))
             return words, accepting
         low = self.sub.matcher(context)
-        if low is not None and not self._near_number(context) and not (words & self._opens).any():
+        if low is not None and not self._may_write_number(context, words):
             # no token can write a bounded number's digits here: `sub` and `sup` agree
             if accepting:
                 accepting = self.exact.document_ok(self._data(context))
