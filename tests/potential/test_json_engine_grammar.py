@@ -559,3 +559,23 @@ def test_a_spawned_checked_coercion_keeps_its_rows(llm):
     first = asyncio.run(row(fast))
     assert np.array_equal(first, asyncio.run(row(fast.spawn())))
     assert np.array_equal(first, asyncio.run(row(pickle.loads(pickle.dumps(fast)))))
+
+
+def test_a_checked_batch_with_repeated_contexts_gives_each_its_row(llm):
+    # the same matcher twice in one batch (AWRS asks for particles that share a prefix)
+    schema = CHECKED["file-geo_point"]
+    fast = JsonSchema(schema).coerce(llm, f=b"".join)
+    slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
+    a = tokenize(llm, b'{"lat": 1', random.Random(0))
+    b = tokenize(llm, b'{"lat": -9', random.Random(0))
+    contexts = [a, b, a, [], b]
+
+    async def check():
+        rows = await fast.batch_logw_next(contexts)
+        for ctx, row in zip(contexts, rows):
+            want = np.isfinite(np.asarray((await slow.logw_next(ctx)).weights))
+            assert np.array_equal(np.isfinite(np.asarray(row.weights)), want)
+        block = np.asarray(await fast.batch_allowed(contexts))
+        assert block.shape == (5, len(llm.vocab) + 1) and np.array_equal(block[0], block[2])
+
+    asyncio.run(check())

@@ -131,7 +131,10 @@ class CheckedConstraint(GuidedConstraint):
 
     def _packed(self, contexts: Sequence[Sequence[Any]]) -> tuple:
         states = self._live(contexts)
-        masks = fill_masks(self.engine, states)
+        slot: dict[int, int] = {}  # a matcher appears once in a parallel fill
+        inverse = np.array([slot.setdefault(id(s), len(slot)) for s in states], dtype=np.intp)
+        distinct = list({id(s): s for s in states}.values())
+        masks = fill_masks(self.engine, distinct)[inverse]  # a copy per context
         accepting = np.array([s.is_accepting() for s in states], dtype=bool)
         for k, c in enumerate(contexts):
             masks[k], accepting[k] = self._corrected(c, masks[k], bool(accepting[k]))
