@@ -130,7 +130,9 @@ def expected_row(path: Path) -> tuple[str, str]:
     if why is None:
         return "engine", ""
     where = why.where + (f" `{why.keyword}`" if why.keyword else "")
-    return "grammar" if _json_grammar(schema) is not None else "generic", f"`{where}` {why.code}"
+    grammar = _json_grammar(schema)
+    path = "generic" if grammar is None else "grammar" if isinstance(grammar, str) else "checked"
+    return path, f"`{where}` {why.code}"
 
 
 def docs_table() -> dict[str, tuple[str, str]]:
@@ -216,7 +218,8 @@ def test_coerce_takes_the_engine_only_where_exact(llm, caplog):
 
     exact = JsonSchema({"type": "array", "items": {"type": "integer"}})
     written = JsonSchema({"type": "object", "required": ["z"]})  # the grammar of _json_grammar
-    off = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$"}}})
+    off = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$",
+                                                             "maxLength": 3}}})  # not written
     assert isinstance(exact.coerce(llm, f=b"".join), GuidedCoerced)
     assert exact.coerce(llm, f=b"".join).guided.kind == "json_schema"
     assert written.coerce(llm, f=b"".join).guided.kind == "lark"

@@ -18,7 +18,13 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
   `minLength`/`maxLength`; `enum`/`const` strings are every spelling of their text;
 - numbers: `-?(0|[1-9][0-9]*)`, then for `number` an optional fraction and exponent;
   an `integer` in any range (its spellings as a regex, `-0` being 0), a `number`
-  without bounds or with the lower bound 0 alone (`-0`, `0.0e5` are 0);
+  without bounds or with the lower bound 0 alone (`-0`, `0.0e5` are 0); a `number`
+  with other bounds is not regular (`NeedsCheck`): it is written as the subset of
+  its spellings without exponent (mode "sub") or the superset of those plus every
+  spelling with an exponent (mode "sup"), and the engine coercion checks the
+  tokens between the two exactly (`_json_checked`);
+- a string with a `pattern` or a checked `format`: the JSON spellings of the
+  strings of its regex (`_json_strings`);
 - `true`, `false`, `null` as written;
 - an object: members in any order; a key is compared by its decoded text; a name
   declared in `properties` or `required` appears at most once (its value is its
@@ -33,15 +39,23 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
   `maxItems` of them;
 - a node with several alternatives is their union.
 
-What it does not write (a `pattern`, bounds or values on numbers, a schema read as a
-superset on prefixes): `Unwritable`, and the schema keeps the generic path.
+What it does not write (a `pattern` beside a length bound or a format, a hostname
+format, allowed values on numbers): `Unwritable`, and the schema keeps the generic
+path. A schema `JsonSchema` reads as a superset on prefixes (`Compiled.inexact`) is
+written all the same: its grammar is exactly the recognizer's prefix language, and
+the engine coercion checks the whole document at EOS as `JsonSchema.complete` does.
 """
 
 from __future__ import annotations
 
 from itertools import combinations
 
-from genlm.control.potential.built_in.engine._json_numbers import Unwritable, number_regex
+from genlm.control.potential.built_in.engine._json_numbers import (
+    NeedsCheck,
+    Unwritable,
+    number_regex,
+)
+from genlm.control.potential.built_in.engine._json_strings import pattern_regex
 from genlm.control.potential.built_in.json_schema import (
     SIMPLE_ESCAPES,
     Arr,
@@ -61,13 +75,16 @@ WS = r"/[ \t\n\r]+/"
 _ESCAPE_OF = {v: k for k, v in SIMPLE_ESCAPES.items()}
 
 
-def schema_grammar(root: Node) -> str:
-    """The Lark grammar of the documents of `root` (see the module docstring).
+def schema_grammar(root: Node, mode: str = "exact") -> str:
+    """The Lark grammar of the documents of `root` (see the module docstring); with
+    `mode` "sub" or "sup", bounded numbers as the subset or superset of their
+    spellings that `_json_numbers.number_regex` writes in that mode.
 
     Raises:
+        NeedsCheck: (mode "exact") a bounded number: try the modes "sub" and "sup".
         Unwritable: a shape outside the ones above, or a grammar over the limits.
     """
-    w = _Writer()
+    w = _Writer(mode)
     top = w.node(root)
     lines = [f"start: {top}"]
     lines += [f"{name}: {body}" for name, body in w.rules.items()]
@@ -77,7 +94,8 @@ def schema_grammar(root: Node) -> str:
 
 
 class _Writer:
-    def __init__(self):
+    def __init__(self, mode: str = "exact"):
+        self.mode = mode
         self.rules: dict[str, str] = {}
         self.terminals: dict[str, str] = {}  # regex -> terminal name
         self.names: dict[int, str] = {}  # id(node) -> rule name
@@ -108,7 +126,7 @@ class _Writer:
         if isinstance(a, Lit):
             return '"' + a.text.decode("ascii") + '"'
         if isinstance(a, Num):
-            return self.terminal(number_regex(a))
+            return self.terminal(number_regex(a, self.mode))
         if isinstance(a, Str):
             return self.terminal(string_regex(a))
         if isinstance(a, Arr):
@@ -305,7 +323,9 @@ CHAR = None  # filled below: any string character
 def string_regex(s: Str) -> str:
     """The strings of `s` (quotes included)."""
     if s.pattern is not None:
-        raise Unwritable("a string with a pattern")
+        if (s.min_len, s.max_len) != (0, None):
+            raise Unwritable("a string with a pattern (or format) and a length bound")
+        return f"\\x22{pattern_regex(s.pattern)}\\x22"
     if s.values is not None:
         return "\\x22(?:" + "|".join("".join(spell(c) for c in v) for v in sorted(s.values)) + ")\\x22"
     lo, hi = s.min_len, s.max_len
@@ -335,4 +355,4 @@ def other_key_regex(names: set) -> str:
 
 CHAR = char_except(set())
 
-__all__ = ["schema_grammar", "Unwritable"]
+__all__ = ["schema_grammar", "Unwritable", "NeedsCheck"]

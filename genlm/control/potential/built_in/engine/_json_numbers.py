@@ -4,12 +4,21 @@ An integer range is a regular set of spellings (`-?(0|[1-9][0-9]*)`, `-0` being 
 written digit by digit; a `number` is regular without bounds and with the lower
 bound 0 alone (its sign and whether a digit is nonzero decide it). Other bounds on a
 `number` are not regular once the exponent is free (`0.0…01e+k <= 1` compares `k`
-with the count of zeros), so they are `Unwritable`.
+with the count of zeros): `number_regex` raises `NeedsCheck` for them, and the
+grammar is then written twice (`mode`): "sub" writes the spellings without an
+exponent whose value is in the bounds (regular: the integer part digit by digit,
+the fraction digit by digit against the bounds' digits), a subset of the numbers;
+"sup" adds every spelling with an exponent, a superset. (The subset also takes the
+exponents -8..8: for each such `k`, `m e k` is within the bounds iff `m` is within
+them divided by `10**k`, a range again; so a digit token that only an exponent
+brings back into range, `999` under `maximum: 90`, is in the subset's mask.) The engine serves the two
+and the tokens between them are checked exactly (`_json_checked`).
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 from genlm.control.potential.built_in.json_schema import Num
 
@@ -21,10 +30,21 @@ class Unwritable(Exception):
     """A shape the JSON grammar does not write (the message says which)."""
 
 
-def number_regex(a: Num) -> str:
+class NeedsCheck(Unwritable):
+    """A shape written only as a subset and a superset (`mode` "sub" and "sup")."""
+
+
+EXPONENT_NUMBER = INTEGER + r"(?:\.[0-9]+)?[eE][+\-]?[0-9]+"
+MAX_DIGITS = 40  # digits of a bound written digit by digit
+SUB_EXPONENTS = 8  # the subset grammar spells exponents -8..8 (so that `999` is a prefix: 999e-2)
+
+
+def number_regex(a: Num, mode: str = "exact") -> str:
     """The spellings of the numbers of `a`: any integer range; a `number` without
     bounds, or bounded below by 0 alone (a bound elsewhere is not a regular set of
-    spellings once exponents are free)."""
+    spellings once exponents are free: `NeedsCheck` in mode "exact"; in mode "sub"
+    the spellings without exponent within the bounds, in "sup" those and every
+    spelling with an exponent)."""
     if a.values is not None:
         raise Unwritable("a number with allowed values")
     b = a.bounds
@@ -37,7 +57,134 @@ def number_regex(a: Num) -> str:
         zero = r"0(?:\.0+)?" + exp
         positive = r"(?:0\.0*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)" + exp
         return f"(?:{positive}|{zero}|-{zero})" if b.lo_incl else positive
-    raise Unwritable("a number with bounds other than a lower bound of 0")
+    if mode == "exact":
+        raise NeedsCheck("a number with bounds other than a lower bound of 0")
+    plain = decimal_regex(b.lo, b.lo_incl, b.hi, b.hi_incl)
+    if mode == "sub":
+        parts = [] if plain is None else [plain]
+        for k in range(-SUB_EXPONENTS, SUB_EXPONENTS + 1):  # m e k within the bounds: m within them / 10**k
+            scaled = [None if x is None else x.scaleb(-k) for x in (b.lo, b.hi)]
+            m = decimal_regex(scaled[0], b.lo_incl, scaled[1], b.hi_incl)
+            if m is not None:
+                parts.append(m + _exponent(k))
+        if not parts:
+            raise Unwritable("a bounded number with no spelling of a small exponent")
+        return "(?:" + "|".join(parts) + ")"
+    return EXPONENT_NUMBER if plain is None else f"(?:{plain}|{EXPONENT_NUMBER})"
+
+
+def _exponent(k: int) -> str:
+    """The spellings of the exponent `k` (`e`/`E`, a sign, leading zeros allowed)."""
+    if k == 0:
+        return r"[eE][+\-]?0+"
+    return (r"[eE]\+?0*" if k > 0 else r"[eE]-0*") + str(abs(k))
+
+
+def _digits_of(x: Decimal) -> tuple[int, str]:
+    """`x >= 0` as its integer part and its fraction digits (no trailing zero)."""
+    whole = int(x)
+    frac = x - whole
+    text = "" if frac == 0 else format(frac, "f").split(".")[1].rstrip("0")
+    if len(str(whole)) > MAX_DIGITS or len(text) > MAX_DIGITS:
+        raise Unwritable(f"a number bound of more than {MAX_DIGITS} digits")
+    return whole, text
+
+
+def _fraction(lo, lo_strict: bool, hi, hi_strict: bool):
+    """Digit strings `S` (after the point) with `0.S` above `0.lo` (None: no bound;
+    strictly where `lo_strict`) and below `0.hi`: `(regex of the nonempty S, whether
+    the empty one is in)`, or None where no `S` is. `lo`, `hi`: digits, no trailing 0."""
+    if lo == "" and not lo_strict:
+        lo = None
+    zero_ok = (lo is None) and (hi is None or hi != "" or not hi_strict)
+    if hi == "":  # 0.S <= 0 (< 0: nothing): only zeros
+        return None if hi_strict or not zero_ok else ("0+", True)
+    if lo is None and hi is None:
+        return "[0-9]+", True
+    if lo == "" and hi is None:  # 0.S > 0: some nonzero digit
+        return "[0-9]*[1-9][0-9]*", False
+    groups: dict = {}
+    for c in range(10):
+        if lo is None:
+            low = None
+        else:
+            d = int(lo[0]) if lo else 0
+            if c < d:
+                continue
+            low = None if c > d else (lo[1:], lo_strict)
+        if hi is None:
+            high = None
+        else:
+            d = int(hi[0])
+            if c > d:
+                continue
+            high = None if c < d else (hi[1:], hi_strict)
+        groups.setdefault((low, high), []).append(c)
+    alts = []
+    for (low, high), cs in groups.items():
+        head = _class(cs)
+        if low is None and high is None:
+            alts.append(head + "[0-9]*")
+            continue
+        rest = _fraction(low[0] if low else None, bool(low and low[1]),
+                         high[0] if high else None, bool(high and high[1]))
+        if rest is None:
+            continue
+        body, empty = rest
+        alts.append(head + (f"(?:{body})?" if empty else f"(?:{body})"))
+    if not alts and not zero_ok:
+        return None
+    return ("(?:" + "|".join(alts) + ")" if alts else "[^\\x00-\\U0010ffff]"), zero_ok
+
+
+def _class(ds: list) -> str:
+    return str(ds[0]) if len(ds) == 1 else f"[{ds[0]}-{ds[-1]}]" if ds == list(range(ds[0], ds[-1] + 1)) \
+        else "[" + "".join(map(str, ds)) + "]"
+
+
+def _with_fraction(whole: str, frac) -> str | None:
+    if frac is None:
+        return None
+    body, empty = frac
+    return whole + (f"(?:\\.(?:{body}))?" if empty else f"\\.(?:{body})")
+
+
+def _nonnegative(a: Decimal, a_incl: bool, b, b_incl: bool) -> str | None:
+    """Spellings `(0|[1-9][0-9]*)(\\.[0-9]+)?` of the values in `[a, b]` (`a >= 0`,
+    b None: no upper end; open where not `incl`), or None where none is."""
+    if b is not None and (b < a or (b == a and not (a_incl and b_incl))):
+        return None
+    ai, af = _digits_of(a)
+    parts = []
+    if b is not None:
+        bi, bf = _digits_of(b)
+        if ai == bi:
+            return _with_fraction(str(ai), _fraction(af, not a_incl, bf, not b_incl))
+    parts.append(_with_fraction(str(ai), _fraction(af, not a_incl, None, False)))
+    if b is None:
+        parts.append(_naturals(ai + 1, None) + "(?:\\.[0-9]+)?")
+    else:
+        if bi - 1 >= ai + 1:
+            parts.append(_naturals(ai + 1, bi - 1) + "(?:\\.[0-9]+)?")
+        parts.append(_with_fraction(str(bi), _fraction(None, False, bf, not b_incl)))
+    parts = [p for p in parts if p is not None]
+    return "(?:" + "|".join(parts) + ")" if parts else None
+
+
+def decimal_regex(lo, lo_incl: bool, hi, hi_incl: bool) -> str | None:
+    """The spellings `-?(0|[1-9][0-9]*)(\\.[0-9]+)?` (no exponent) of the values
+    within the bounds (None: unbounded; `-0`, `-0.0` are 0), or None where none is."""
+    zero = Decimal(0)
+    parts = []
+    if hi is None or hi >= 0:  # x >= 0
+        a, a_incl = (lo, lo_incl) if lo is not None and lo >= 0 else (zero, True)
+        parts.append(_nonnegative(a, a_incl, hi, hi_incl))
+    if lo is None or lo <= 0:  # x <= 0, spelled - and |x|
+        a, a_incl = (-hi, hi_incl) if hi is not None and hi <= 0 else (zero, True)
+        neg = _nonnegative(a, a_incl, None if lo is None else -lo, lo_incl)
+        parts.append(None if neg is None else "-" + neg)
+    parts = [p for p in parts if p is not None]
+    return "(?:" + "|".join(parts) + ")" if parts else None
 
 
 def _int_bound(x, incl: bool, side: int) -> int | None:
@@ -97,4 +244,5 @@ def _same_length(x: str, y: str) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-__all__ = ["number_regex", "integer_regex", "Unwritable", "INTEGER", "NUMBER"]
+__all__ = ["number_regex", "integer_regex", "decimal_regex", "Unwritable", "NeedsCheck", "INTEGER",
+           "NUMBER"]

@@ -14,7 +14,11 @@ schema); this module is the one place that translates it:
   `JsonSchema`'s (`_json_exact.engine_difference`); off the list, its compiled form
   is written as a Lark grammar of exactly its documents (`_json_grammar`) and goes
   through the Lark translation, so the engine gets a grammar (kind "lark") whose
-  language is proven `JsonSchema`'s; where that fails, the whitelist's reason stands.
+  language is proven `JsonSchema`'s; where a grammar only bounds the language (a
+  bounded `number`; a schema read as a superset on prefixes), the grammars go with
+  the exact checks that close the gap (kind "json_checked", a `CheckedSource`,
+  served by `_json_checked.CheckedConstraint`); where all fails, the whitelist's
+  reason stands.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ def engine_terms(form: Any, exact: bool = True) -> EngineTerms:
         if exact and why is not None and form.inexact is None:
             grammar = _json_grammar(source)
             if grammar is not None:
-                return EngineTerms(grammar, None, "lark")
+                return EngineTerms(grammar, None, "lark" if isinstance(grammar, str) else "json_checked")
         return EngineTerms(source, why)
     return EngineTerms(source, form.inexact)
 
@@ -98,9 +102,10 @@ def _json_difference(schema: Any) -> Any:
     return engine_difference(schema)
 
 
-def _json_grammar(schema: Any) -> str | None:
-    """The engine grammar of exactly `schema`'s documents, or None where it is not
-    written or not proven (see `_json_grammar`; the whitelist's reason then stands).
+def _json_grammar(schema: Any) -> Any:
+    """The engine grammar of exactly `schema`'s documents (a str), or the grammars
+    that bound them (a `CheckedSource`), or None where none is written or proven
+    (see `_json_grammar`; the whitelist's reason then stands).
     Kept per schema (its JSON text), since the proof costs up to seconds."""
     if isinstance(schema, str):
         try:
@@ -124,20 +129,37 @@ def _json_grammar(schema: Any) -> str | None:
 _GRAMMARS: dict = {}  # schema JSON -> its proven engine grammar (or None)
 
 
-def _written(schema: Any) -> str | None:
-    from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
+def _written(schema: Any) -> Any:
+    """The proven grammar (a str), or a `CheckedSource` (grammars bounding the
+    language, served with exact checks: a bounded number, or a schema read as a
+    superset on prefixes), or None."""
+    from genlm.control.potential.built_in.engine._json_checked import CheckedSource
+    from genlm.control.potential.built_in.engine._json_grammar import (
+        NeedsCheck,
+        Unwritable,
+        schema_grammar,
+    )
     from genlm.control.potential.built_in.json_schema import compile_schema
 
     try:
         compiled = compile_schema(schema)
     except (ValueError, TypeError):
         return None
-    if compiled.inexact:  # read as a superset on prefixes: not one grammar
-        return None
     try:
-        text = schema_grammar(compiled.root)
+        try:
+            text = _proven(schema_grammar(compiled.root))
+            if text is None or not compiled.inexact:
+                return text
+            return CheckedSource(text, None)  # EOS checks the whole document
+        except NeedsCheck:
+            sup = _proven(schema_grammar(compiled.root, "sup"))
+            sub = _proven(schema_grammar(compiled.root, "sub"))
+            return None if sup is None or sub is None else CheckedSource(sup, sub)
     except Unwritable:
         return None
+
+
+def _proven(text: str) -> str | None:
     found = _lark(text, None)
     return found.source if found.inexact is None else None
 

@@ -420,6 +420,10 @@ def engine_coerce(
         reason = f"the engine's language may differ: {inexact}"
     if reason is None:
         try:
+            if kind == "json_checked":  # grammars bounding the language, and exact checks
+                from genlm.control.potential.built_in.engine._json_checked import checked_constraint
+
+                return GuidedCoerced(potential, f, checked_constraint(other, source, potential))
             return GuidedCoerced(potential, f, GuidedConstraint(other, kind, source))
         except ValueError as e:
             reason = str(e)

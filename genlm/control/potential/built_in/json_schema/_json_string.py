@@ -35,10 +35,14 @@ class Pattern:
 
     Classes `\\d`, `\\w`, `\\s` are ASCII (as in ECMA-262); a leading `^` and a
     trailing `$` anchor the match (`$` also before a final newline, as in `re`).
+    `regex` is the full-match regex (`re.ASCII`) the automaton was built from (None
+    for an intersection), which the engine's JSON grammar prints (`engine/_json_strings`).
     """
 
-    def __init__(self, source: str, start: int, finals: frozenset, arcs: list[dict]):
+    def __init__(self, source: str, start: int, finals: frozenset, arcs: list[dict],
+                 regex: str | None = None):
         self.source, self.start, self.finals, self.arcs = source, start, finals, arcs
+        self.regex = regex
         self._targets: dict = {}
         self._lengths: dict = {}
 
@@ -59,22 +63,22 @@ class Pattern:
             raise ValueError(f"pattern {pattern!r} at {where}: {e}") from None
         except RecursionError:
             raise ValueError(f"pattern {pattern!r} at {where} is nested too deeply") from None
-        return cls._numbered(pattern, initial, finals, arcs)
+        return cls._numbered(pattern, initial, finals, arcs, full)
 
     @classmethod
     def exact(cls, regex: str, name: str) -> "Pattern":
         """`re.fullmatch(regex, s, re.ASCII)` as a byte automaton (no anchors, no
         trailing newline)."""
         initial, finals, arcs = byte_dfa(regex)
-        return cls._numbered(name, initial, finals, arcs)
+        return cls._numbered(name, initial, finals, arcs, regex)
 
     @classmethod
-    def _numbered(cls, source: str, initial, finals, arcs: dict) -> "Pattern":
+    def _numbered(cls, source: str, initial, finals, arcs: dict, regex: str | None = None) -> "Pattern":
         ids = {s: i for i, s in enumerate([initial, *(s for s in arcs if s != initial)])}
         table = [{} for _ in ids]
         for s, out in arcs.items():
             table[ids[s]] = {b: ids[t] for b, t in out.items()}
-        return cls(source, ids[initial], frozenset(ids[s] for s in finals), table)
+        return cls(source, ids[initial], frozenset(ids[s] for s in finals), table, regex)
 
     def intersect(self, other: "Pattern", max_states: int = 1 << 15) -> "Pattern":
         """The product automaton: strings matched by both (reachable pairs only).
