@@ -87,10 +87,14 @@ def test_four_gathered_runs_share_the_engine_and_equal_lone_runs(llm, conditions
             *(sampler.smc(n_particles=6, ess_threshold=0.5, max_tokens=X.MAX_TOKENS, seed=s) for s in seeds)
         )
 
+    def fresh(seeds):
+        llm.model.clear_cache()  # no kept rows from earlier runs
+        return asyncio.run(runs(seeds))
+
     steps = llm.model.steps
-    together = asyncio.run(runs(range(4)))
+    together = fresh(range(4))
     shared = llm.model.steps - steps
-    alone = [asyncio.run(runs([s]))[0] for s in range(4)]
+    alone = [fresh([s])[0] for s in range(4)]
     for a, b in zip(together, alone):
         assert [[X.token_bytes(t) for t in c] for c in a.contexts] == [[X.token_bytes(t) for t in c] for c in b.contexts]
         np.testing.assert_allclose(a.log_weights, b.log_weights, atol=1e-4)

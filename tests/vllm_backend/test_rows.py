@@ -48,6 +48,35 @@ async def test_backend_is_ours_with_rows_on_the_engine_device(vllm):
     np.testing.assert_allclose(torch.logsumexp(rows, dim=-1).cpu().numpy(), 0.0, atol=1e-5)
 
 
+async def test_a_repeated_query_is_answered_from_kept_rows(vllm):
+    """The row after a particle's new token is read twice per SMC step (the end
+    twist, then the next draw): the second read takes no engine request, gives the
+    same row, and `clear_cache()` or a full cache sends the query to the engine again."""
+    model = vllm.model
+    model.clear_cache()
+    ids = [[5, 6, 7], [5, 6, 8]]
+    first = await model.batch_next_token_logprobs(ids)
+    steps, hits = model.steps, model.row_hits
+    again = await model.batch_next_token_logprobs(ids[::-1])
+    assert model.steps == steps and model.row_hits == hits + 2
+    assert torch.equal(again, first.flip(0))
+    model.clear_cache()
+    await model.batch_next_token_logprobs(ids)
+    assert model.steps > steps and model.row_hits == hits + 2
+    # least recently used rows leave first once more than row_cache_rows are kept
+    kept, model.row_cache_rows = model.row_cache_rows, 2
+    try:
+        await model.batch_next_token_logprobs([[9], [10], [11]])
+        steps = model.steps
+        await model.batch_next_token_logprobs([[10], [11]])
+        assert model.steps == steps
+        await model.batch_next_token_logprobs([[9]])
+        assert model.steps > steps
+    finally:
+        model.row_cache_rows = kept
+        model.clear_cache()
+
+
 async def test_rows_equal_hf_at_random_contexts(vllm, hf):
     rng = np.random.default_rng(0)
     contexts = random_contexts(vllm, rng, 24)

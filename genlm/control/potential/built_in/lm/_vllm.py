@@ -24,6 +24,13 @@ sizes is read where present, to refuse a model it cannot run before the engine
 starts. The engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), so
 the captured rows are the engine's own tensors, on vLLM's V1 model runner (`VLLM_USE_V2_MODEL_RUNNER=0`; the V2
 runner takes logits processors of another interface).
+
+The rows of recently evaluated queries are kept (`row_cache_rows` of them, least
+recently used first out, about `ROW_CACHE_BYTES` of device memory), as the HF
+backend keeps its rows: SMC reads the row after a particle's new token twice (the
+default end twist prices ending there, and the next step draws from it), and a row
+is a function of the query's ids and adapter alone. `clear_cache()` and any change
+of an adapter drop them.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import itertools
 import os
 import sys
 import time
+from collections import OrderedDict
 from typing import Any, Iterator, Sequence
 
 import torch
@@ -43,6 +51,8 @@ from genlm.control.window import Window
 
 #: The key of `SamplingParams.extra_args` that marks a request whose row is captured.
 ROW_KEY = "genlm_control_row"
+#: Device memory the kept rows may take (at least 16 rows are kept).
+ROW_CACHE_BYTES = 256 * 2**20
 _ids = itertools.count()
 
 
@@ -110,6 +120,8 @@ class VLLMBackend(AsyncLM):
             `max_model_len - 1` tokens (vLLM keeps one position for the token it samples).
         steps: engine steps taken; engine_seconds: time spent in vLLM's
             `add_request` and `step` (the rest of a sampler step is ours).
+        row_cache_rows: how many evaluated rows are kept; row_hits: queries
+            answered from them without an engine request.
     """
 
     def __init__(self, engine: Any, tokenizer: Any, sink: dict[str, torch.Tensor]):
@@ -124,6 +136,9 @@ class VLLMBackend(AsyncLM):
         self.steps = 0
         self.engine_seconds = 0.0
         self.closed = False
+        self._rows: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+        self.row_cache_rows = max(16, ROW_CACHE_BYTES // (4 * max(self.vocab_size, 1)))
+        self.row_hits = 0
 
     @classmethod
     def from_name(cls, model_name: str, engine_opts: dict | None = None, **kwargs) -> "VLLMBackend":
@@ -219,13 +234,34 @@ class VLLMBackend(AsyncLM):
     # Evaluation -------------------------------------------------------------
 
     def evaluate(self, wanted: Sequence[tuple[tuple, str | None]]) -> dict[tuple, torch.Tensor]:
-        """The row of each distinct `(ids, lora_name)` in `wanted`, from one batch of
-        engine requests stepped until all have finished."""
+        """The row of each distinct `(ids, lora_name)` in `wanted`: a kept row, or one
+        from a batch of engine requests stepped until all have finished."""
+        rows: dict[tuple, torch.Tensor] = {}
+        missing = []
+        for item in dict.fromkeys(wanted):
+            row = self._rows.get(item)
+            if row is None:
+                missing.append(item)
+            else:
+                self._rows.move_to_end(item)
+                rows[item] = row
+                self.row_hits += 1
+        if missing:
+            fresh = self._run(missing)
+            for item in missing:
+                # a captured row is a view of its batch's tensor: keep a copy of its own
+                rows[item] = self._rows[item] = fresh[item].clone()
+            while len(self._rows) > self.row_cache_rows:
+                self._rows.popitem(last=False)
+        return rows
+
+    def _run(self, wanted: list[tuple[tuple, str | None]]) -> dict[tuple, torch.Tensor]:
+        """The rows of the distinct queries `wanted`, from the engine."""
         from vllm import SamplingParams
 
         pending: dict[str, tuple] = {}
         try:
-            for item in dict.fromkeys(wanted):
+            for item in wanted:
                 rid = f"genlm-{next(_ids)}"
                 params = SamplingParams(
                     max_tokens=1, temperature=0.0, detokenize=False, extra_args={ROW_KEY: rid}
@@ -267,15 +303,23 @@ class VLLMBackend(AsyncLM):
         from vllm.lora.request import LoRARequest
 
         self._loras[lora_name] = LoRARequest(lora_name, next(self._lora_ids), str(lora_path))
+        self._forget(lora_name)
 
     def remove_lora(self, lora_name):
         request = self._loras.pop(lora_name, None)
         if request is None:
             raise ValueError(f"unknown LoRA adapter {lora_name!r}")
+        self._forget(lora_name)
         self.engine.remove_lora(request.lora_int_id)
 
+    def _forget(self, lora_name) -> None:
+        """Drop the kept rows read under the adapter `lora_name`."""
+        for item in [k for k in self._rows if k[1] == lora_name]:
+            del self._rows[item]
+
     def clear_cache(self) -> None:
-        """Drop vLLM's cached prefix blocks."""
+        """Drop the kept rows and vLLM's cached prefix blocks."""
+        self._rows.clear()
         if not self.closed:
             self.engine.reset_prefix_cache()
 
@@ -290,6 +334,7 @@ class VLLMBackend(AsyncLM):
         finally:
             del engine
             self._sink.clear()
+            self._rows.clear()
             gc.collect()
 
     def __enter__(self) -> "VLLMBackend":
