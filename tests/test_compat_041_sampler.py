@@ -246,3 +246,52 @@ async def test_a_041_style_resampling_entry_is_used(monkeypatch):
     monkeypatch.setitem(resampling.RESAMPLING_METHODS, "short", lambda w: np.zeros(1, dtype=int))
     with pytest.raises(ValueError, match="one ancestor index per particle"):
         await SMC(direct_token_sampler(llm()))(4, 1.0, 4, resampling_method="short", seed=0)
+
+
+def _ending_critic():
+    """A critic that is flat on prefixes and weighs only how a sequence ends: `EOS`
+    after `a` by e^3, after `b` by e^-3 (after `()` and `ab` by 1)."""
+    ends = {(): 0.0, (b"a",): 3.0, (b"ab",): 0.0, (b"b",): -3.0}
+    return NextTable(VOCAB, lambda ctx: np.array([0.0, 0.0, 0.0, ends.get(ctx, 0.0)]))
+
+
+async def test_a_finished_population_with_low_ess_is_resampled_once_more(tmp_path):
+    """0.4.1 decided the step in which the last particles finish like every other. With
+    `max_tokens=2` every particle ends by step 2 and the critic's weight differs only
+    there, so the last decision is the run's only resample: the returned particles
+    all carry the mean weight, and `log_ml` and the draws are those of the run that
+    never resamples (same seed)."""
+    from genlm.control.sampler import SMC, direct_token_sampler
+    from genlm.control.smc.record import RunRecord
+
+    smc = SMC(direct_token_sampler(llm()), _ending_critic())
+    path = tmp_path / "run.json"
+    kept = await smc(16, 0.0, 2, seed=3)
+    assert len(set(np.round(kept.log_weights, 9))) > 1  # the ending weights differ
+    got = await smc(16, 0.9, 2, seed=3, json_path=path)
+    steps = RunRecord.from_json(path).steps
+    assert [s.resampled for s in steps] == [False] * (len(steps) - 1) + [True]
+    assert np.allclose(got.log_weights, got.log_ml, rtol=0, atol=1e-12)
+    assert got.log_ml == pytest.approx(kept.log_ml, abs=1e-12)
+    assert {tuple(c) for c in got.contexts} <= {tuple(c) for c in kept.contexts}
+
+
+async def test_a_041_resampling_entry_is_called_after_the_last_step(monkeypatch):
+    from genlm.control.sampler import SMC, direct_token_sampler, resampling
+
+    calls = []
+    real = resampling.RESAMPLING_METHODS["multinomial"]
+
+    def spy(weights):
+        calls.append(np.asarray(weights).copy())
+        return real(weights)
+
+    monkeypatch.setitem(resampling.RESAMPLING_METHODS, "multinomial", spy)
+    await SMC(direct_token_sampler(llm()), _ending_critic())(16, 0.9, 2, seed=3)
+    assert len(calls) == 1  # the final decision's
+    # a population whose weights are all zero is not resampled
+    calls.clear()
+    never = NextTable(VOCAB, lambda ctx: np.array([-np.inf, -np.inf, -np.inf, 0.0 if ctx else -np.inf]))
+    with pytest.warns(UserWarning):
+        seqs = await SMC(direct_token_sampler(llm()), never)(4, 0.9, 3, seed=0)
+    assert seqs.log_ml == -math.inf and calls == []
