@@ -295,3 +295,21 @@ async def test_a_041_resampling_entry_is_called_after_the_last_step(monkeypatch)
     with pytest.warns(UserWarning):
         seqs = await SMC(direct_token_sampler(llm()), never)(4, 0.9, 3, seed=0)
     assert seqs.log_ml == -math.inf and calls == []
+
+
+# -- AWRS ----------------------------------------------------------------------------
+
+
+def test_awrs_041_forms():
+    """`vocab_eos_set` (0.4.1's attribute), `n_monte_carlo_samples` with 0.4.1's
+    `DeprecationWarning`, and 0.4.1's words for a proposal over another vocabulary."""
+    from genlm.control import BoolFSA
+    from genlm.control.sampler import AWRS
+
+    target = llm()
+    sampler = AWRS(target, BoolFSA.from_regex("a*").coerce(target, f=b"".join))
+    assert sampler.vocab_eos_set == set(sampler.target.vocab_eos)
+    with pytest.warns(DeprecationWarning, match="n_monte_carlo_samples"):
+        AWRS(target, target, n_monte_carlo_samples=5)
+    with pytest.raises(ValueError, match="different tokenizers"):
+        AWRS(target, target, proposal=llm(vocab=[b"a", b"b"]))
