@@ -313,3 +313,17 @@ def test_awrs_041_forms():
         AWRS(target, target, n_monte_carlo_samples=5)
     with pytest.raises(ValueError, match="different tokenizers"):
         AWRS(target, target, proposal=llm(vocab=[b"a", b"b"]))
+
+
+def test_token_set_boundary_matches_token_subunits_by_their_bytes():
+    """0.4.1: plain bytes in the set match a `Token` subunit with those bytes; a `Token`
+    in the set names its id only; EOS by identity."""
+    from genlm.control.sampler import TokenSetBoundary
+    from genlm.control.util import Token
+
+    boundary = TokenSetBoundary({b" ", EOS, Token(7, b"!")})
+    word, space, other_space = Token(1, b"hi"), Token(220, b" "), Token(221, b" ")
+    assert boundary([], [word, space]) and boundary([], [word, other_space])
+    assert boundary([], [word, b" "]) and boundary([], [word, EOS])
+    assert boundary([], [Token(7, b"!")]) and not boundary([], [Token(8, b"!")])
+    assert not boundary([], [word]) and not boundary([], []) and not boundary([], [b"!"])
