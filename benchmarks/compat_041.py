@@ -17,7 +17,11 @@ private attribute, or the `INTERNALS` list below), how many need a model that ca
 be had offline (`OFFLINE`), and how many are public; then each failure by class.
 
 Usage:
-    python benchmarks/compat_041.py [--keep DIR] [--only SUBSTRING] [--timeout S] [--package DIR]
+    python benchmarks/compat_041.py [--keep DIR] [--only SUBSTRING] [--timeout S] [--jobs N] [--package DIR]
+
+With `--jobs N`, N test files run at once (each in its own process, so the results
+are those of running them one by one); the files known to be long (`LONG`) start
+first.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,9 +84,23 @@ DIFFERENCES: list[tuple[str, str]] = [
     ("test_json.py::test_accepts_basic_integer_list", "JSON whitespace (tab, CR) after a value"),
     ("test_json.py::test_long_whitespace_at_start_is_rejected", "any amount of JSON whitespace"),
     ("test_json.py::test_no_double_newline_after_start", "any amount of JSON whitespace"),
+    ("test_awrs.py::test_invalid_arguments", "AWRS takes max_accepts=1 and max_rejects=1"),
+    ("test_awrs.py::test_awrs_with_proposal_and_improper_weights", "improper AWRS weights are w/q·M"),
+    ("test_seq_sampler.py::test_record_increments_rebuild_each_context", "json_path writes our record"),
+    ("test_coerce.py::test_coerced_with_token_vocab", "Coerced over a Token vocabulary"),
+    ("test_ensemble.py::test_zero_prefix_raises", "Ensemble row after a zero-weight context"),
+    ("test_llm.py::test_prompt_ids_is_per_asyncio_task", "prompt_ids belongs to the PromptedLLM"),
+    ("test_mp.py::test_mp_spawn", "MultiProcPotential.spawn() returns a copy"),
+    ("test_smc_model.py::test_terminate_when_appends_eos", "terminate_when closes with the logw_eos correction"),
+    ("test_draw_batch.py::test_exception_fails_its_group", "a malformed LazyWeights is rejected when made"),
 ]
 
 MODEL_NAMES = ("gpt2", "openai-community/gpt2")
+
+# Test files that take far longer than the others (0.4.1 itself as well as ours:
+# `sampler/test_awrs.py` draws about two million times, 10,000 per hypothesis example),
+# started first when files run in parallel.
+LONG = ("sampler/test_awrs.py", "sampler/test_seq_sampler.py", "potential/test_json.py", "potential/test_bytellm.py")
 
 # 0.4.1's test-only dependencies (its `test` extra) that its test files import, as
 # (module, distribution). Those missing here are installed with pip into the unpacked
@@ -351,6 +371,18 @@ def table(results: dict[str, list[tuple[str, str, str]]]) -> str:
     return "\n".join(lines)
 
 
+def head(package: Path) -> str:
+    """The commit checked out at `package` (with "+changes" when its tree differs), or "?"."""
+    try:
+        commit = subprocess.run(["git", "-C", str(package), "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(package), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return commit + ("+changes" if dirty else "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", help="unpack into this directory and keep it")
@@ -359,6 +391,7 @@ def main() -> None:
     ap.add_argument("--reports", action="store_true",
                     help="only tabulate the reports an earlier run left in --keep DIR")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per test file")
+    ap.add_argument("--jobs", type=int, default=1, help="test files run at once")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.keep) if args.keep else Path(tmp)
@@ -374,16 +407,27 @@ def main() -> None:
             files = [f for f in files if args.only in str(f.relative_to(src))]
         results: dict = {}
         skipped: list[str] = []
-        for f in files:
-            key = str(f.relative_to(src / "tests"))
-            if args.reports:
+        keys = {f: str(f.relative_to(src / "tests")) for f in files}
+        if args.reports:
+            for f, key in keys.items():
                 if (src / (f.stem + ".xml")).exists():
                     results[key] = parse_report(src / (f.stem + ".xml"), f.relative_to(src))
                 else:
                     skipped.append(key)
-                continue
-            results[key] = run_file(src, f, args.timeout, Path(args.package))
-            print(f"{key}: done", file=sys.stderr, flush=True)
+        else:
+            print(f"# genlm-control {VERSION}'s tests against {args.package} at {head(Path(args.package))}, "
+                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, --timeout {args.timeout:.0f} --jobs {args.jobs}",
+                  flush=True)
+
+            def one(f: Path):
+                start = time.monotonic()
+                rows = run_file(src, f, args.timeout, Path(args.package))
+                print(f"{keys[f]}: done in {time.monotonic() - start:.0f}s", file=sys.stderr, flush=True)
+                return keys[f], rows
+
+            order = sorted(files, key=lambda f: keys[f] not in LONG)
+            with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+                results = dict(pool.map(one, order))
         print(table(results))
         if skipped:
             print("\nNo report (not run): " + ", ".join(skipped))

@@ -281,6 +281,38 @@ async def test_any_finite_power_keeps_zero_weights(beta):
     await t.assert_contract([[], [b"a"]])
 
 
+class _Started(Potential):
+    """Over `a`/`b`: `prefix(xs) = 0.7 + Σ log(row)` with the unnormalized rows
+    (a, b, EOS) = (1, 2, 1) when `len(xs) < 2`, else only EOS (weight 3)."""
+
+    def row(self, xs):
+        return np.log([1.0, 2.0, 1.0]) if len(xs) < 2 else np.array([NEG_INF, NEG_INF, math.log(3.0)])
+
+    async def prefix(self, context):
+        return 0.7 + sum(self.row(context[:i])[self.lookup[x]] for i, x in enumerate(context))
+
+    async def complete(self, context):
+        return await self.prefix(context) + self.row(context)[-1]
+
+    async def logw_next(self, context):
+        return self.make_lazy_weights(self.row(context))
+
+
+async def test_normalized_keeps_the_start_weight():
+    """0.4.1's start weight: `p.normalize()` has total mass `exp(p.prefix([]))` (an
+    LM's `prefix([])` is 0), its rows sum to one, and over the finished sequences (enumerated) the
+    masses are `exp(0.7)` times the product of the normalized rows."""
+    p = _Started([b"a", b"b"])
+    q = p.normalize()
+    assert await q.prefix([]) == pytest.approx(0.7)
+    seqs = [[]] + [[x] for x in (b"a", b"b")] + [[x, y] for x in (b"a", b"b") for y in (b"a", b"b")]
+    total = sum([math.exp(await q.complete(xs)) for xs in seqs])
+    assert total == pytest.approx(math.exp(0.7), rel=1e-12)
+    assert await q.complete([b"b", b"a"]) == pytest.approx(0.7 + math.log(0.5) + math.log(0.25))
+    await q.assert_contract([[], [b"a"], [b"a", b"b"]])
+    assert await ab_lm().normalize().prefix([]) == 0.0
+
+
 def test_is_terminal_only():
     class Terminal(CountCritic):
         def is_terminal_only(self):

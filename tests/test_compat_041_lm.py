@@ -129,6 +129,8 @@ def test_a_prompt_that_is_not_a_str_is_a_type_and_a_value_error(llm):
     for caught in (TypeError, ValueError):
         with pytest.raises(caught, match="prompt must be a str"):
             llm.set_prompt_from_str(42)
+    with pytest.raises(ValueError, match="Prompt must a string"):  # 0.4.1's words
+        llm.set_prompt_from_str(b"bytes")
 
 
 def test_a_trailing_space_in_the_prompt_warns(llm):

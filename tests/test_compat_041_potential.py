@@ -192,3 +192,55 @@ async def test_the_view_answers_for_the_inner_potential():
     assert np.allclose(row, (await lengths.normalize().logw_next([b"a"])).weights)
     await autobatched(lengths).assert_contract([[], [b"b"]])
     assert EOS in normalized.vocab_eos
+
+
+class _Counted(Lengths):
+    """`Lengths`, or zero everywhere when `dead`; counts its scalar calls."""
+
+    def __init__(self, vocab, dead=False):
+        super().__init__(vocab)
+        self.dead, self.calls = dead, []
+
+    async def prefix(self, context):
+        self.calls.append(("prefix", tuple(context)))
+        return NEG_INF if self.dead else await super().prefix(context)
+
+    async def complete(self, context):
+        self.calls.append(("complete", tuple(context)))
+        return NEG_INF if self.dead else await super().complete(context)
+
+
+async def test_product_does_not_ask_its_second_factor_after_a_zero():
+    """0.4.1's laziness: `prefix`/`complete` skip `p2` when `p1` is `-inf`; the values
+    are the sums, and with `p1` alive both factors are asked."""
+    zero, other = _Counted([b"a", b"b"], dead=True), _Counted([b"a", b"b"])
+    product = Product(zero, other)
+    assert await product.prefix([b"a"]) == NEG_INF and await product.complete([]) == NEG_INF
+    assert other.calls == [] and zero.calls == [("prefix", (b"a",)), ("complete", ())]
+    alive, second = _Counted([b"a", b"b"]), _Counted([b"a", b"b"])
+    both = Product(alive, second)
+    assert await both.prefix([b"a", b"b"]) == -4.0 and await both.complete([b"a"]) == -4.0
+    assert second.calls == alive.calls == [("prefix", (b"a", b"b")), ("complete", (b"a",))]
+    # the batched forms ask both at once and give the same values
+    assert list(await both.batch_prefix([[b"a"], []])) == [-2.0, 0.0]
+
+
+def test_jupyter_displays_and_util_token():
+    """0.4.1's notebook forms: automata and grammars display in Jupyter
+    (`_repr_svg_` through Graphviz, `_repr_html_`), and `genlm.control.util.Token` is
+    the backend's token class."""
+    import graphviz
+    from genlm.backend.tokenization.token import Token as BackendToken
+    from genlm.grammar import CFG, Float
+
+    from genlm.control.potential.built_in import WCFG
+    from genlm.control.util import Token
+
+    assert Token is BackendToken
+    html = WCFG(CFG(Float, S="S", V={b"a"[0]}))._repr_html_()
+    assert isinstance(html, str) and "<" in html
+    try:
+        svg = BoolFSA.from_regex("a(b|c)")._repr_svg_()
+    except graphviz.backend.execute.ExecutableNotFound:
+        return  # no `dot` program here: the call reached Graphviz
+    assert "<svg" in svg

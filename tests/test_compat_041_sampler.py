@@ -246,3 +246,84 @@ async def test_a_041_style_resampling_entry_is_used(monkeypatch):
     monkeypatch.setitem(resampling.RESAMPLING_METHODS, "short", lambda w: np.zeros(1, dtype=int))
     with pytest.raises(ValueError, match="one ancestor index per particle"):
         await SMC(direct_token_sampler(llm()))(4, 1.0, 4, resampling_method="short", seed=0)
+
+
+def _ending_critic():
+    """A critic that is flat on prefixes and weighs only how a sequence ends: `EOS`
+    after `a` by e^3, after `b` by e^-3 (after `()` and `ab` by 1)."""
+    ends = {(): 0.0, (b"a",): 3.0, (b"ab",): 0.0, (b"b",): -3.0}
+    return NextTable(VOCAB, lambda ctx: np.array([0.0, 0.0, 0.0, ends.get(ctx, 0.0)]))
+
+
+async def test_a_finished_population_with_low_ess_is_resampled_once_more(tmp_path):
+    """0.4.1 decided the step in which the last particles finish like every other. With
+    `max_tokens=2` every particle ends by step 2 and the critic's weight differs only
+    there, so the last decision is the run's only resample: the returned particles
+    all carry the mean weight, and `log_ml` and the draws are those of the run that
+    never resamples (same seed)."""
+    from genlm.control.sampler import SMC, direct_token_sampler
+    from genlm.control.smc.record import RunRecord
+
+    smc = SMC(direct_token_sampler(llm()), _ending_critic())
+    path = tmp_path / "run.json"
+    kept = await smc(16, 0.0, 2, seed=3)
+    assert len(set(np.round(kept.log_weights, 9))) > 1  # the ending weights differ
+    got = await smc(16, 0.9, 2, seed=3, json_path=path)
+    steps = RunRecord.from_json(path).steps
+    assert [s.resampled for s in steps] == [False] * (len(steps) - 1) + [True]
+    assert np.allclose(got.log_weights, got.log_ml, rtol=0, atol=1e-12)
+    assert got.log_ml == pytest.approx(kept.log_ml, abs=1e-12)
+    assert {tuple(c) for c in got.contexts} <= {tuple(c) for c in kept.contexts}
+
+
+async def test_a_041_resampling_entry_is_called_after_the_last_step(monkeypatch):
+    from genlm.control.sampler import SMC, direct_token_sampler, resampling
+
+    calls = []
+    real = resampling.RESAMPLING_METHODS["multinomial"]
+
+    def spy(weights):
+        calls.append(np.asarray(weights).copy())
+        return real(weights)
+
+    monkeypatch.setitem(resampling.RESAMPLING_METHODS, "multinomial", spy)
+    await SMC(direct_token_sampler(llm()), _ending_critic())(16, 0.9, 2, seed=3)
+    assert len(calls) == 1  # the final decision's
+    # a population whose weights are all zero is not resampled
+    calls.clear()
+    never = NextTable(VOCAB, lambda ctx: np.array([-np.inf, -np.inf, -np.inf, 0.0 if ctx else -np.inf]))
+    with pytest.warns(UserWarning):
+        seqs = await SMC(direct_token_sampler(llm()), never)(4, 0.9, 3, seed=0)
+    assert seqs.log_ml == -math.inf and calls == []
+
+
+# -- AWRS ----------------------------------------------------------------------------
+
+
+def test_awrs_041_forms():
+    """`vocab_eos_set` (0.4.1's attribute), `n_monte_carlo_samples` with 0.4.1's
+    `DeprecationWarning`, and 0.4.1's words for a proposal over another vocabulary."""
+    from genlm.control import BoolFSA
+    from genlm.control.sampler import AWRS
+
+    target = llm()
+    sampler = AWRS(target, BoolFSA.from_regex("a*").coerce(target, f=b"".join))
+    assert sampler.vocab_eos_set == set(sampler.target.vocab_eos)
+    with pytest.warns(DeprecationWarning, match="n_monte_carlo_samples"):
+        AWRS(target, target, n_monte_carlo_samples=5)
+    with pytest.raises(ValueError, match="different tokenizers"):
+        AWRS(target, target, proposal=llm(vocab=[b"a", b"b"]))
+
+
+def test_token_set_boundary_matches_token_subunits_by_their_bytes():
+    """0.4.1: plain bytes in the set match a `Token` subunit with those bytes; a `Token`
+    in the set names its id only; EOS by identity."""
+    from genlm.control.sampler import TokenSetBoundary
+    from genlm.control.util import Token
+
+    boundary = TokenSetBoundary({b" ", EOS, Token(7, b"!")})
+    word, space, other_space = Token(1, b"hi"), Token(220, b" "), Token(221, b" ")
+    assert boundary([], [word, space]) and boundary([], [word, other_space])
+    assert boundary([], [word, b" "]) and boundary([], [word, EOS])
+    assert boundary([], [Token(7, b"!")]) and not boundary([], [Token(8, b"!")])
+    assert not boundary([], [word]) and not boundary([], []) and not boundary([], [b"!"])

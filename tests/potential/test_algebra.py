@@ -88,13 +88,14 @@ async def test_normalized_is_a_distribution_over_finished_sequences(seed):
     for c in [[], ["a"]]:
         if await p.prefix(c) > -np.inf:
             assert (await n.logw_next(c)).sum() == pytest.approx(0.0)
-    # Σ over every sequence of length ≤ 3 of exp(complete) is 1.
+    # Σ over every sequence of length ≤ 3 of exp(complete) is exp(p.prefix([])): the
+    # rows are normalized and the start weight is p's (0.4.1's definition).
     seqs, frontier = [], [[]]
     for _ in range(4):
         seqs.extend(frontier)
         frontier = [s + [x] for s in frontier for x in vocab]
     total = sum([math.exp(await n.complete(s)) for s in seqs])
-    assert total == pytest.approx(1.0)
+    assert total == pytest.approx(math.exp(await p.prefix([])))
     live = [c for c in CONTEXTS if "c" not in c]
     await check_potential(n, live)
 

@@ -241,7 +241,8 @@ async def test_logw_eos_is_the_product_target():
 async def test_monte_carlo_weights_are_unbiased_and_exact_under_enumeration():
     vocab = LETTERS[:4]
     p, cond = lm(vocab, 13), condition(vocab, 13, p_allow=0.5)
-    sampler = searching(AWRS(p, cond, n_monte_carlo_samples=4, seed=0, autobatch=False))
+    with pytest.warns(DeprecationWarning, match="n_monte_carlo_samples"):  # 0.4.1's warning
+        sampler = searching(AWRS(p, cond, n_monte_carlo_samples=4, seed=0, autobatch=False))
     await assert_properly_weighted(sampler, [])  # with draw, the exact integral is used
     exact = await expected_logws(sampler, [])
     total = sum(math.exp(v) for v in exact.values())

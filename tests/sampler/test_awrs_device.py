@@ -144,6 +144,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:n_monte_carlo_samples:DeprecationWarning")  # 0.4.1's warning
 @pytest.mark.parametrize("batched", [True, False], ids=["blocks", "one-by-one"])
 @pytest.mark.parametrize("p_allow", [0.05, 0.5])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")

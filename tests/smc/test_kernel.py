@@ -117,9 +117,19 @@ def test_ancestors_are_none_when_no_resampling_and_leave_the_generator_alone():
     before = rng.bit_generator.state
     s = _state([0.0, 0.0])
     assert kernel.ancestors(s, rng, 0.5, multinomial_resample) is None  # ESS = n
-    done = _state([0.0, -5.0], done=[True, True])
-    assert kernel.ancestors(done, rng, 1.0, multinomial_resample) is None  # all finished
+    dead = _state([-np.inf, -np.inf], done=[True, True])
+    assert kernel.ancestors(dead, rng, 1.0, multinomial_resample) is None  # every weight zero
     assert rng.bit_generator.state == before
+
+
+def test_a_finished_population_is_resampled_when_its_ess_is_low():
+    """The step in which the last particle finishes is decided like any other (0.4.1's
+    rule): ESS of weights (1, e^-5) is below 0.9 · 2, so the finished population is
+    resampled; at ESS = n it is not."""
+    done = _state([0.0, -5.0], done=[True, True])
+    got = kernel.ancestors(done, np.random.default_rng(0), 0.9, multinomial_resample)
+    assert got is not None and len(got) == 2
+    assert kernel.ancestors(_state([0.0, 0.0], done=[True, True]), np.random.default_rng(0), 0.9, multinomial_resample) is None
 
 
 @pytest.mark.parametrize("method", ["multinomial", "stratified", "systematic", "residual"])

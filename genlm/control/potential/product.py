@@ -93,12 +93,15 @@ class Product(Potential):
         return ... if self._idx2 is None else self._idx2.tolist()
 
     async def prefix(self, context: list) -> float:
-        a, b = await gather_or_cancel(self.p1.prefix(context), self.p2.prefix(context))
-        return a + b
+        """`p1.prefix + p2.prefix`; `p2` is not asked when `p1` gives `-inf` (as in
+        0.4.1). The batched forms ask both factors at once."""
+        a = await self.p1.prefix(context)
+        return a if a == float("-inf") else a + await self.p2.prefix(context)
 
     async def complete(self, context: list) -> float:
-        a, b = await gather_or_cancel(self.p1.complete(context), self.p2.complete(context))
-        return a + b
+        """`p1.complete + p2.complete`; `p2` is not asked when `p1` gives `-inf`."""
+        a = await self.p1.complete(context)
+        return a if a == float("-inf") else a + await self.p2.complete(context)
 
     async def batch_prefix(self, contexts):
         a, b = await gather_or_cancel(self.p1.batch_prefix(contexts), self.p2.batch_prefix(contexts))

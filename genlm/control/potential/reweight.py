@@ -90,8 +90,10 @@ class Normalized(Potential):
     """The locally normalized version of a potential.
 
     `Normalized(p).logw_next(ctx) = p.logw_next(ctx) - log Σ_x exp(p.logw_next(ctx)[x])`,
-    so `prefix(xs) = Σ_i logw_next(xs[:i])[xs[i]]` and
-    `complete(xs) = prefix(xs) + logw_next(xs)[EOS]`: a distribution over finished sequences.
+    so `prefix(xs) = p.prefix([]) + Σ_i logw_next(xs[:i])[xs[i]]` and
+    `complete(xs) = prefix(xs) + logw_next(xs)[EOS]`: `exp(p.prefix([]))` times a
+    distribution over finished sequences (the start weight is `p`'s, as in 0.4.1; for
+    an LM, `p.prefix([]) = 0`).
     """
 
     def __init__(self, potential: Potential):
@@ -138,11 +140,16 @@ class Normalized(Potential):
             return total
         return float(sum(row[t] for row, t in zip(rows, tokens)))
 
+    async def _start(self) -> float:
+        return float(await self.potential.prefix([]))
+
     async def prefix(self, context):
-        return await self._path_logws(context, eos=False)
+        start = await self._start()
+        return start if start == float("-inf") else start + await self._path_logws(context, eos=False)
 
     async def complete(self, context):
-        return await self._path_logws(context, eos=True)
+        start = await self._start()
+        return start if start == float("-inf") else start + await self._path_logws(context, eos=True)
 
     def spawn(self) -> "Normalized":
         return Normalized(self.potential.spawn())

@@ -50,7 +50,7 @@ def _positions(name: str, outer: Potential, condition: Potential) -> np.ndarray 
         raise ValueError(
             f"the condition's vocabulary must be a subset of the {name}'s: {len(missing)} of its "
             f"{len(condition.vocab)} tokens are not among the {name}'s {len(outer.vocab)} "
-            f"(first: {missing[:3]!r})"
+            f"(first: {missing[:3]!r}): different tokenizers"
         )
     return np.array([lookup[x] for x in condition.vocab_eos], dtype=np.intp)
 

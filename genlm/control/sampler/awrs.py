@@ -200,6 +200,15 @@ class AWRS(TokenSampler):
         self.recursive = proper_weights and estimator == "recursive"
         self.max_rejects = max_rejects
         self.n_monte_carlo_samples = n_monte_carlo_samples
+        if n_monte_carlo_samples is not None:
+            # 0.4.1 code that passes it expects this warning (it did nothing there)
+            warnings.warn(
+                "n_monte_carlo_samples was deprecated in genlm-control 0.4.1, where it did "
+                "nothing; here each inclusion probability is estimated from that many "
+                "simulations of the race instead of the exact series",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.exact = bool(condition.cheap_logw_next)
         self._allowed_next = fast_paths.allowed_next(condition)
         self._batch_allowed = fast_paths.batch_allowed(condition)
@@ -210,6 +219,7 @@ class AWRS(TokenSampler):
         with warnings.catch_warnings():  # a subset vocabulary is intended here
             warnings.simplefilter("ignore")
             super().__init__(Product(self.potential, self.condition))
+        self.vocab_eos_set = set(self.target.vocab_eos)  # 0.4.1's attribute
 
     # Supports of at most this many tokens are checked whole, in one batched call, and
     # drawn exactly: a search checks at least `max_accepts` tokens one await at a time,

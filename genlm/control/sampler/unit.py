@@ -56,15 +56,25 @@ class BoundaryPredicate(ABC):
 
 
 class TokenSetBoundary(BoundaryPredicate):
-    """A unit ends after any token of `tokens` (e.g. whitespace or newline tokens)."""
+    """A unit ends after any token of `tokens` (e.g. whitespace or newline tokens).
+
+    A `Token` in `tokens` names its own id; plain bytes name every token with those
+    bytes, so a `Token` subunit ends a unit when its bytes are in `tokens` (as in 0.4.1).
+    """
 
     def __init__(self, tokens: Iterable[Any]):
         self.tokens = set(tokens)
         if not self.tokens:
             raise ValueError("TokenSetBoundary needs at least one boundary token")
+        self._plain = {t for t in self.tokens if type(t) is bytes}
 
     def __call__(self, unit_context: list, subunits: list) -> bool:
-        return bool(subunits) and subunits[-1] in self.tokens
+        if not subunits:
+            return False
+        last = subunits[-1]
+        if last in self.tokens:
+            return True
+        return isinstance(last, bytes) and type(last) is not bytes and bytes(last) in self._plain
 
     def __repr__(self) -> str:
         return f"TokenSetBoundary({sorted(map(repr, self.tokens))})"

@@ -105,9 +105,13 @@ def ancestors(
     state: PopulationState, rng: np.random.Generator, ess_threshold: float, scheme: Scheme
 ) -> np.ndarray | None:
     """The resampling decision and its indices: `scheme(rng, W, n)` with `W` the
-    normalized weights, or None when every particle has finished or
-    `should_resample` says no (then `rng` is not used)."""
-    if state.done.all() or not should_resample(state.log_weights, ess_threshold):
+    normalized weights, or None when every weight is zero or `should_resample` says
+    no (then `rng` is not used).
+
+    The step in which the last particles finish is decided like every other, so a
+    run whose final ESS is low ends with one more resample, as in 0.4.1: it leaves
+    `log_ml` unchanged and returns an equally weighted population."""
+    if not (state.log_weights > NEG_INF).any() or not should_resample(state.log_weights, ess_threshold):
         return None
     return scheme(rng, normalized_weights(state.log_weights), state.n)
 

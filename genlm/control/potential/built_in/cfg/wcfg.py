@@ -284,6 +284,10 @@ class WCFG(CachedRecognizer):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.cfg)} rules)"
 
+    def _repr_html_(self) -> str:
+        """The grammar's rules as HTML, for Jupyter (as in 0.4.1)."""
+        return self.cfg._repr_html_()
+
 
 class BoolCFG(WCFG):
     """A Boolean context-free grammar over bytes: 0 on its language (and its

@@ -247,6 +247,11 @@ class WFSA(CachedRecognizer):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.automaton.n_states} states)"
 
+    def _repr_svg_(self) -> str:
+        """The automaton drawn by Graphviz, for Jupyter (as in 0.4.1; needs the
+        Graphviz `dot` program)."""
+        return self.wfsa._repr_svg_()
+
 
 class BoolFSA(WFSA):
     """A Boolean automaton over byte values: log weight 0 on its language, -inf off it.

@@ -227,8 +227,8 @@ class PromptedLLM(Potential, HeldByRuns):
         """
         if not isinstance(prompt_str, str):
             raise PromptedLLMArgumentError(
-                f"the prompt must be a str, got {type(prompt_str).__name__}; to set the "
-                "prompt from token ids, assign llm.prompt_ids"
+                f"Prompt must a string (0.4.1's words): the prompt must be a str, got "
+                f"{type(prompt_str).__name__}; to set the prompt from token ids, assign llm.prompt_ids"
             )
         if prompt_str.endswith(" "):
             warnings.warn(
