@@ -327,3 +327,70 @@ def test_token_set_boundary_matches_token_subunits_by_their_bytes():
     assert boundary([], [word, b" "]) and boundary([], [word, EOS])
     assert boundary([], [Token(7, b"!")]) and not boundary([], [Token(8, b"!")])
     assert not boundary([], [word]) and not boundary([], []) and not boundary([], [b"!"])
+
+
+class _Fixed:
+    """A potential whose next-token log weights are `row` after every context."""
+
+    @staticmethod
+    def make(vocab, row):
+        from genlm.control import Potential
+
+        row = np.asarray(row, dtype=float)
+
+        class Fixed(Potential):
+            async def prefix(self, context):
+                return float(sum(row[vocab.index(t)] for t in context))
+
+            async def complete(self, context):
+                return await self.prefix(context) + float(row[-1])
+
+        return Fixed(vocab)
+
+
+@pytest.mark.parametrize("enumerate_at", [0, 16])
+async def test_awrs_improper_weights_are_zero_or_minus_inf_as_in_041(enumerate_at):
+    """`proper_weights=False`: log weight 0 on an accept, `-inf` when nothing was
+    accepted, whatever the potential's mass and the proposal (0.4.1's contract), on
+    the search path and the enumerated one; the token is an allowed one."""
+    from genlm.control.sampler import AWRS
+
+    vocab = [bytes([i]) for i in range(4)]
+    potential = _Fixed.make(vocab, np.log([0.5, 0.9, 0.3, 0.6, 0.2]))  # unnormalized
+    proposal = _Fixed.make(vocab, np.log([0.4, 0.1, 0.1, 0.3, 0.1]))
+    condition = _Fixed.make(vocab, [0.0, 0.0, -np.inf, -np.inf, 0.0])
+    sampler = AWRS(potential, condition, proposal=proposal, proper_weights=False, seed=0)
+    sampler.enumerate_at = enumerate_at  # 0: the search path; 16: every support enumerated
+    seen = set()
+    for _ in range(60):
+        token, logw, _ = await sampler.sample([])
+        assert logw == 0.0
+        seen.add(token)
+    assert seen <= {vocab[0], vocab[1], EOS} and len(seen) > 1
+    # a condition that allows nothing gives -inf
+    nothing = _Fixed.make(vocab, [-np.inf] * 5)
+    _, logw, _ = await AWRS(potential, nothing, proper_weights=False, seed=0).sample([])
+    assert logw == -np.inf
+
+
+async def test_awrs_improper_weights_honour_max_rejects():
+    """With `proper_weights=False`, `max_rejects=1` tries one token: when it is
+    refused the weight is `-inf` (0.4.1's `improper_sample`); the rate of that is
+    the proposal's mass on refused tokens."""
+    from genlm.control.sampler import AWRS
+
+    vocab = [bytes([i]) for i in range(4)]
+    potential = _Fixed.make(vocab, np.log([0.1, 0.3, 0.3, 0.2, 0.1]))
+    condition = _Fixed.make(vocab, [0.0, -np.inf, -np.inf, -np.inf, -np.inf])  # only token 0
+    sampler = AWRS(potential, condition, proper_weights=False, max_rejects=1, seed=1)
+    sampler.enumerate_at = 0  # the search path
+    n = 400
+    fails = 0
+    for _ in range(n):
+        token, logw, _ = await sampler.sample([])
+        assert logw in (0.0, -np.inf)
+        fails += logw == -np.inf
+        if logw == 0.0:
+            assert token == vocab[0]
+    p = 0.9  # the proposal's mass off token 0
+    assert abs(fails / n - p) < 4 * math.sqrt(p * (1 - p) / n)

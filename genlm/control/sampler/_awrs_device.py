@@ -303,9 +303,7 @@ async def _walk(sampler: Any, race: Race, r: int, context: list, choose: _Choose
     """`AWRS.search` over the device race's arrivals: the first accepted position
     and `log Ẑ`."""
     m = sampler.max_accepts if sampler.proper_weights else 1
-    walk = _Walk(
-        m, sampler.max_rejects if sampler.proper_weights else float("inf"), coin=sampler.recursive
-    )
+    walk = _Walk(m, sampler.max_rejects, coin=sampler.recursive)
     batched = sampler._allowed_next is not None
     size = sampler.block_size if batched else 1
     known: dict[int, float] = {}

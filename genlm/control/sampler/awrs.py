@@ -29,7 +29,7 @@ Adaptive Weighted Rejection Sampling"). Three paths, by what the condition tells
    `T_i`. A search that checked everything is exact, so the weight does not blow up
    where one rare allowed token hides among thousands of rejects. `max_accepts = 1`
    gives `Ẑ = [the first draw was allowed]`; `proper_weights=False` stops at the first
-   accept and returns `Ẑ = M` at it (exact token, biased weight).
+   accept and returns the weight 1 (exact token, biased weight, as in 0.4.1).
 
 With `estimator="recursive"` the search stops instead at the draw after the first
 accept `x` and uses the AWRS paper's recursive estimator, `Ẑ = q_x + (M - q_x) ·
@@ -115,8 +115,10 @@ class AWRS(TokenSampler):
         prune_logws: kept for compatibility: tokens of zero proposal weight are never
             drawn nor checked.
         proper_weights: return the unbiased weight (see the module docstring);
-            when False, stop at the first accept and return `w(x)/q(x) · M` (exact
-            token, biased weight).
+            when False, stop at the first accept and return log weight 0 (`-inf`
+            when no token was accepted within `max_rejects` draws), as 0.4.1 did:
+            an exact draw from the proposal restricted to the allowed tokens, with
+            no weight of the potential's mass or the proposal's correction.
         max_accepts: the search stops at this many accepts `m ≥ 1`.
         max_rejects: the search stops at this many rejects (`inf`: none); bounds the
             condition checks of a search at the price of a zero weight when no
@@ -287,7 +289,14 @@ class AWRS(TokenSampler):
         else:
             w, q = on_host(w, q)
             out = await self._search_row(context, w[0], q[0], draw)
-        return out if budget is None else (out[0], budget.weight(0, out[1]), out[2])
+        return self._improper(out if budget is None else (out[0], budget.weight(0, out[1]), out[2]))
+
+    def _improper(self, out: tuple) -> tuple:
+        """`out`, with the log weight 0 of an accepted token (`-inf` of none) when
+        `proper_weights` is False."""
+        if self.proper_weights:
+            return out
+        return out[0], 0.0 if out[1] > NEG_INF else NEG_INF, out[2]
 
     async def _search_row(self, context: list, w: np.ndarray, q: np.ndarray, draw: Any) -> tuple:
         """`sample` from host rows: the small-support check or the search."""
@@ -324,9 +333,9 @@ class AWRS(TokenSampler):
             return []
         w, q, budget = await self._budget_rows(contexts)
         out = await self._batch_draws(contexts, rngs, w, q)
-        if budget is None:
-            return out
-        return [(t, budget.weight(i, logw), logp) for i, (t, logw, logp) in enumerate(out)]
+        if budget is not None:
+            out = [(t, budget.weight(i, logw), logp) for i, (t, logw, logp) in enumerate(out)]
+        return [self._improper(d) for d in out]
 
     async def _batch_draws(self, contexts: list[list], rngs: list, w: Any, q: Any) -> list[tuple]:
         """`batch_sample` from the rows `w` and `q` of the batch."""
@@ -412,7 +421,7 @@ class AWRS(TokenSampler):
         """
         pool = _Pool(probs)
         m = self.max_accepts if self.proper_weights else 1
-        walk = _Walk(m, self.max_rejects if self.proper_weights else float("inf"), coin=self.recursive)
+        walk = _Walk(m, self.max_rejects, coin=self.recursive)
         batched = self._allowed_next is not None
         # a Generator-driven search of a condition checked token by token draws in
         # blocks too, but uses a block only up to its first draw not known already
