@@ -185,7 +185,7 @@ def test_public_modules_export_only_public_names(module, names):
 
 
 def test_private_helpers_stay_importable_from_their_modules():
-    from genlm.control.potential.built_in.engine.guided import engine_coerce
+    from genlm.control.potential.built_in.engine.route import engine_coerce
     from genlm.control.potential.built_in.lm._llm_loading import load_model
     from genlm.control.potential.built_in.lm.llm import load_model_by_name
     from genlm.control.potential.built_in.lm.token_maps import TokenMaps

@@ -67,7 +67,7 @@ def compile_for(
     if engine is not False:
         found = potential.engine_source()
         if found is not None:
-            from genlm.control.potential.built_in.engine.guided import engine_coerce
+            from genlm.control.potential.built_in.engine.route import engine_coerce
 
             fast = engine_coerce(potential, other, f, engine, found)
             if fast is not None:
