@@ -15,7 +15,7 @@ tree our automaton is built from.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from genlm.control.potential.built_in.regex.syntax import MAX_CHAR, parse_regex
 from genlm.control.potential.built_in.regex.syntax import complement as _complement
@@ -54,17 +54,19 @@ def _set(ranges) -> str:
     return f"[{body}]"
 
 
-def emit(node: Any) -> str:
-    """The engine's text for a `regex.syntax` tree."""
+def emit(node: Any, print_set: Callable[[Any], str] | None = None) -> str:
+    """The engine's text for a `regex.syntax` tree; `print_set` (default: the set's
+    bytes as an engine class) writes each set's text."""
+    print_set = print_set or _set
     kind = node[0]
     if kind == "set":
-        return _set(node[1])
+        return print_set(node[1])
     if kind == "cat":
-        return "".join(emit(x) for x in node[1])
+        return "".join(emit(x, print_set) for x in node[1])
     if kind == "alt":
-        return "(?:" + "|".join(emit(x) for x in node[1]) + ")"
+        return "(?:" + "|".join(emit(x, print_set) for x in node[1]) + ")"
     _, lo, hi, sub = node
-    return f"(?:{emit(sub)}){{{lo},{'' if hi is None else hi}}}"
+    return f"(?:{emit(sub, print_set)}){{{lo},{'' if hi is None else hi}}}"
 
 
 def engine_regex(pattern: str) -> str | None:

@@ -18,6 +18,7 @@ A pattern beside a length bound, and an intersection (a `pattern` with a
 
 from __future__ import annotations
 
+from genlm.control.potential.built_in.engine._guided_regex import emit
 from genlm.control.potential.built_in.engine._json_numbers import Unwritable
 from genlm.control.potential.built_in.json_schema import SIMPLE_ESCAPES
 
@@ -126,16 +127,9 @@ def _pair(cp: int) -> tuple[int, int]:
 
 
 def spelled(node) -> str:
-    """The spellings of the strings of a `regex.syntax` tree, as a Python regex."""
-    kind = node[0]
-    if kind == "set":
-        return spelled_set(node[1])
-    if kind == "cat":
-        return "".join(spelled(x) for x in node[1])
-    if kind == "alt":
-        return "(?:" + "|".join(spelled(x) for x in node[1]) + ")"
-    _, lo, hi, sub = node
-    return f"(?:{spelled(sub)}){{{lo},{'' if hi is None else hi}}}"
+    """The spellings of the strings of a `regex.syntax` tree, as a Python regex: the
+    engine's text of the tree with each set written as its spellings."""
+    return emit(node, spelled_set)
 
 
 def pattern_regex(pattern) -> str:
