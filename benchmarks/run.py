@@ -162,9 +162,9 @@ async def main() -> None:
     ap.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="vllm: the step table of vllm_steps.py")
     args = ap.parse_args()
     if args.backend == "vllm":
-        from vllm_steps import run, table
+        import vllm_steps
 
-        print(table(await run(args.repeats)))
+        print(vllm_steps.table(await vllm_steps.run(args.repeats)))
         return
     names = set(args.only.split(","))
     unknown = names - set(ALL)
