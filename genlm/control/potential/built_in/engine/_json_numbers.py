@@ -215,8 +215,8 @@ def integer_regex(lo: int | None, hi: int | None) -> str:
 
 def _naturals(a: int, b: int | None) -> str:
     """The decimal spellings (no leading zero) of the integers in `[a, b]`, `0 <= a <= b`."""
-    if b is not None and len(str(b)) > 40:
-        raise Unwritable("an integer bound of more than 40 digits")
+    if b is not None and len(str(b)) > MAX_DIGITS:
+        raise Unwritable(f"an integer bound of more than {MAX_DIGITS} digits")
     parts, n = [], len(str(a))
     top = len(str(b)) if b is not None else n
     for digits in range(n, top + 1):
