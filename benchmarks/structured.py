@@ -8,7 +8,10 @@ For regex, JSON schema, the SQL-like Lark grammar and the OpenSMILES grammar
   `GuidedConstraint.from_lark`/`from_json_schema`, the engine on the text or schema as
   written, which "default / engine" divides by), on the same contexts: the prefixes
   of one text per workload, tokenized by longest match; each context is timed right
-  after its parent on a fresh copy, so no row of it is cached; medians;
+  after its parent on a fresh copy (`spawn()`), so no row or state of it is cached;
+  medians. A copy shares the compiled grammar, and with it the lexer states the
+  engine builds lazily, as a run's later steps do; `--schemas --first-pass` also
+  times constraints built anew for each pass (a run's first steps);
 - AWRS SMC per run with the default coercion (N = 10, ESS 0.5, max_tokens = 32).
 
 Runs unchanged under genlm-control 0.4.1 (then only the SMC column, with 0.4.1's own
@@ -72,11 +75,12 @@ def tokenize(llm, text: str) -> list:
     return out
 
 
-async def step_ms(coerced, contexts: list, repeats: int) -> float:
-    """Median ms of `logw_next(ctx)` right after `logw_next(ctx[:-1])`, on fresh copies."""
+async def step_ms(coerced, contexts: list, repeats: int, build=None) -> float:
+    """Median ms of `logw_next(ctx)` right after `logw_next(ctx[:-1])`, on fresh copies
+    (`coerced.spawn()`; with `build`, a constraint built anew by `build()` each pass)."""
     times = []
     for _ in range(repeats):
-        p = coerced.spawn()
+        p = coerced.spawn() if build is None else build()
         await p.logw_next([])
         for c in contexts:
             await p.logw_next(c[:-1])
@@ -178,10 +182,12 @@ def shortest(tree) -> str:
     return shortest(tree[3]) * tree[1]
 
 
-async def schemas(model: str | None, repeats: int) -> dict:
+async def schemas(model: str | None, repeats: int, first_pass: bool = False) -> dict:
     """For each benchmark schema whose default now takes the JSON grammar: ms per step of
     the generic path (`engine=False`, the default before), of the default, and of the
-    engine on the schema as written, over the prefixes of a small valid document."""
+    engine on the schema as written, over the prefixes of a small valid document; with
+    `first_pass`, also the default and the engine as written on constraints built anew
+    for each pass (the engine's lexer states not yet built: a run's first steps)."""
     from genlm.control import GuidedConstraint
     from genlm.control.potential.built_in.engine.guided import GuidedCoerced
 
@@ -211,6 +217,12 @@ async def schemas(model: str | None, repeats: int) -> dict:
             row["written_ms"] = await step_ms(GuidedConstraint.from_json_schema(llm, schema), contexts, repeats)
         except ValueError:
             row["written_ms"] = None
+        if first_pass:
+            row["default_first_ms"] = await step_ms(
+                None, contexts, repeats, build=lambda s=schema: JsonSchema(s).coerce(llm, f=b"".join))
+            if row["written_ms"] is not None:
+                row["written_first_ms"] = await step_ms(
+                    None, contexts, repeats, build=lambda s=schema: GuidedConstraint.from_json_schema(llm, s))
         out[path.stem] = row
         print(path.stem, row, flush=True)
     return out
@@ -247,18 +259,27 @@ async def main() -> None:
     ap.add_argument("--first-seed", type=int, default=1, help="seed of the first timed SMC run")
     ap.add_argument("--schemas", action="store_true",
                     help="per-step ms of each benchmarks/schemas/ schema the JSON grammar serves")
+    ap.add_argument("--first-pass", action="store_true",
+                    help="with --schemas: also time constraints built anew for each pass")
     args = ap.parse_args()
     if args.schemas:
-        rows = await schemas(args.model, args.repeats)
+        rows = await schemas(args.model, args.repeats, args.first_pass)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"version": VERSION, "schemas": rows}, indent=1))
+        first = " first pass: default / engine ms/step | first pass ratio |" if args.first_pass else ""
         print("| schema | default serves it with | generic ms/step | default ms/step | "
-              "engine as written ms/step | default / engine | sup grammar alone ms/step |\n"
-              "|---|---|---:|---:|---:|---:|---:|")
+              "engine as written ms/step | default / engine | sup grammar alone ms/step |" + first + "\n"
+              "|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.first_pass else ""))
         for k, r in rows.items():
             how = "grammar" if r["how"] == "GuidedConstraint" else "grammar + checks"
             w, g = r["written_ms"], r.get("grammar_ms")
-            print(f"| `{k}` | {how} | {r['generic_ms']:.2f} | {r['default_ms']:.3f} | "
-                  + (f"{w:.3f} | {r['default_ms'] / w:.2f}× |" if w else "refuses the document | — |")
-                  + (f" {g:.3f} |" if g else " — |"))
+            line = (f"| `{k}` | {how} | {r['generic_ms']:.2f} | {r['default_ms']:.3f} | "
+                    + (f"{w:.3f} | {r['default_ms'] / w:.2f}× |" if w else "refuses the document | — |")
+                    + (f" {g:.3f} |" if g else " — |"))
+            if args.first_pass:
+                d1, w1 = r["default_first_ms"], r.get("written_first_ms")
+                line += f" {d1:.3f} / {w1:.3f} | {d1 / w1:.2f}× |" if w1 else f" {d1:.3f} / — | — |"
+            print(line)
         return
     only = set(filter(None, args.only.split(","))) or None
     result = {"version": VERSION, "rows": await measure(args.model, args.repeats, only, args.smc_only, args.first_seed)}

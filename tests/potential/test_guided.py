@@ -403,6 +403,35 @@ async def test_cache_is_bounded_and_spawn_is_independent(llm, pieces):
     assert await s.complete(letters[:3]) == 0.0
 
 
+async def test_spawn_shares_the_compiled_grammar_not_its_states(llm, pieces):
+    # a spawned copy starts from a copy of the compiled root (no second compile, the
+    # engine's lexer states shared); its rows are a fresh constraint's, also when the
+    # two are stepped at once on threads, and clear_cache compiles the grammar again
+    import concurrent.futures
+
+    c = llm.constrain(regex="(ab|b)*a?")
+    a, b = pieces[b"a"], pieces[b"b"]
+    contexts = [[a, b] * k + [a] * (k % 2) for k in range(12)]
+    fresh = llm.constrain(regex="(ab|b)*a?")
+    want = [np.asarray((await fresh.logw_next(ctx)).weights) for ctx in contexts]
+    for ctx in contexts:  # the original walks ahead, building lexer states
+        await c.logw_next(ctx)
+    s = c.spawn()
+    assert s._root is c._root and s._cache.root is not c._cache.root and len(s._cache) == 0
+
+    def rows(p):
+        return [p.rows([ctx])[0] for ctx in reversed(contexts)][::-1]
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(rows, [s, c.spawn()]))
+    for one in got:
+        assert all(np.array_equal(x, y) for x, y in zip(one, want))
+    root = c._root
+    c.clear_cache()
+    assert c._root is not root and len(c._cache) == 0
+    assert np.array_equal((await c.logw_next(contexts[3])).weights, want[3])
+
+
 async def test_pickles_and_rebuilds_the_engine(llm, pieces):
     import pickle
 

@@ -94,7 +94,7 @@ class CheckedConstraint(GuidedConstraint):
             self.exact = self.exact.spawn()
             self.sub = None if self.sub is None else self.sub.spawn()
 
-    def _may_write_number(self, context: Sequence[Any], words: np.ndarray) -> bool:
+    def _may_write_number(self, ids: Sequence[int], words: np.ndarray) -> bool:
         """Whether a token `sup` allows (`words`) may write a number's bytes: the
         context ends inside a number (its last byte `0-9 . e E + -`); or it ends where
         a value may start (its last byte other than whitespace is `:`, `,` or `[`, or
@@ -102,7 +102,7 @@ class CheckedConstraint(GuidedConstraint):
         `-`; or an allowed token holds `:`, `,` or `[` before a digit or `-`."""
         if (words & self._opens).any():
             return True
-        for tid in reversed(self.token_maps.context_ids(context)):
+        for tid in reversed(ids):
             text = self._bytes[tid]
             if text and text[-1] in NUMBER_BYTES:
                 return True
@@ -112,7 +112,10 @@ class CheckedConstraint(GuidedConstraint):
         return bool((words & self._starts).any())
 
     def _data(self, context: Sequence[Any]) -> bytes:
-        return b"".join(self._bytes[i] for i in self.token_maps.context_ids(context))
+        return self._joined(self.token_maps.context_ids(context))
+
+    def _joined(self, ids: Sequence[int]) -> bytes:
+        return b"".join([self._bytes[i] for i in ids])
 
     def _exact_after(self, state, data: bytes):
         for b in data:
@@ -142,17 +145,18 @@ class CheckedConstraint(GuidedConstraint):
 
     def _corrected(self, context, words: np.ndarray, accepting: bool) -> tuple:
         """The exact packed mask and EOS of `context`, from `sup`'s."""
+        ids = self.token_maps.context_ids(context)
         if self.sub is None:
             if accepting:
-                accepting = self.exact.document_ok(self._data(context))
+                accepting = self.exact.document_ok(self._joined(ids))
             return words, accepting
-        low = self.sub.matcher(context)
-        if low is not None and not self._may_write_number(context, words):
+        low = self.sub._cache.get(ids)  # `sub.matcher(context)`, the ids already known
+        if low is not None and not self._may_write_number(ids, words):
             # no token can write a bounded number's digits here: `sub` and `sup` agree
             if accepting:
-                accepting = self.exact.document_ok(self._data(context))
+                accepting = self.exact.document_ok(self._joined(ids))
             return words, accepting
-        data = self._data(context)
+        data = self._joined(ids)
         if low is not None:
             lower = fill_masks(self.sub.engine, [low])[0]
             low_accepts = low.is_accepting()

@@ -109,8 +109,19 @@ class GuidedConstraint(CachedRecognizer):
         self._init_cache()
 
     def _init_cache(self) -> None:
-        root = new_matcher(self.engine, self.grammar)
-        self._cache: PrefixStateCache = PrefixStateCache(root, _step, self.cache_size)
+        # The compiled grammar (and the lexer states the engine builds lazily) is
+        # shared by copies of one root matcher: a spawned copy or a cleared cache
+        # starts from a copy of it instead of compiling the grammar again.
+        root = self.__dict__.get("_root")
+        if root is None:
+            root = self._root = new_matcher(self.engine, self.grammar)
+        self._cache: PrefixStateCache = PrefixStateCache(root.deep_copy(), _step, self.cache_size)
+
+    def clear_cache(self) -> None:
+        """Drop every cached state, and the engine's lexer states with the compiled
+        grammar (compiled again here; `spawn` keeps them)."""
+        self.__dict__.pop("_root", None)
+        self._init_cache()
 
     # Constructors -------------------------------------------------------------
 
@@ -245,7 +256,7 @@ class GuidedConstraint(CachedRecognizer):
         return {
             k: v
             for k, v in self.__dict__.items()
-            if k not in ("engine", "grammar", "_cache", "_ids")
+            if k not in ("engine", "grammar", "_cache", "_ids", "_root")
         }
 
     def __setstate__(self, state: dict) -> None:
