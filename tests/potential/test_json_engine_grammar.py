@@ -381,14 +381,16 @@ class CheckedBytes:
         self.sup = llg.LLMatcher(byte_tokenizer(), grammar_text("lark", source.sup), log_level=0)
         self.sub = None if source.sub is None else llg.LLMatcher(
             byte_tokenizer(), grammar_text("lark", source.sub), log_level=0)
+        self.gated = source.gated
 
 
 def sandwich_along(checked: CheckedBytes, js: JsonSchema, doc: bytes):
     """The first prefix of `doc` where `sub ⊆ JsonSchema ⊆ sup` fails on prefixes or on
-    complete documents (with no `sub`: where `sup` differs from the recognizer)."""
-    exact = checked.sub is None
+    complete documents (with no `sub`: where `sup` differs from the recognizer; with
+    a gated `sup`: where it differs on a prefix holding no `e` or `E`)."""
     sup, sub, q = checked.sup.deep_copy(), checked.sub and checked.sub.deep_copy(), js.state_of([])
     for i in range(len(doc) + 1):
+        exact = checked.sub is None or (checked.gated and b"e" not in doc[: i + 1].lower())
         up, mid = sup.is_accepting(), js.transitions.accepts(getattr(q, "machine", q))
         low = sub is not None and sub.is_accepting()
         if (exact and up != mid) or (low and not mid) or (mid and not up):
@@ -397,6 +399,7 @@ def sandwich_along(checked: CheckedBytes, js: JsonSchema, doc: bytes):
             return None
         b = doc[i]
         q = js.advance(q, b)
+        exact = checked.sub is None or (checked.gated and b"e" not in doc[: i + 1].lower())
         up, mid = sup.validate_tokens([b]) == 1, q is not None
         low = sub is not None and sub.validate_tokens([b]) == 1
         if (exact and up != mid) or (low and not mid) or (mid and not up):
@@ -446,7 +449,8 @@ def tokenize(llm, data: bytes, rng: random.Random) -> list:
 
 @pytest.mark.parametrize("name", ["person", "typed-extra", "tuple", "file-tree_node", "file-user_with_format",
                                   "file-login_request", "pattern-escapes", "number-unit", "number-open",
-                                  "number-negative", "file-geo_point", "file-weather", "file-multiple_of",
+                                  "number-negative", "number-point", "file-geo_point", "file-weather",
+                                  "file-probability", "file-metrics", "file-multiple_of",
                                   "file-string_set", "file-not_string", "file-one_of_payment",
                                   "file-pattern_properties"])
 def test_default_rows_equal_the_generic_rows(llm, name):
@@ -544,6 +548,133 @@ def test_bounded_decimals_without_exponent_are_exactly_their_spellings(lo, lo_in
         want = (lo is None or x > lo or (lo_incl and x == lo)) and (hi is None or x < hi or (hi_incl and x == hi))
         assert (r is not None and r.fullmatch(t) is not None) == want, t
     assert r is None or not any(r.fullmatch(t) for t in ["01", "1.", ".5", "+1", "1e0", "--1", "00.5", ""])
+
+
+@pytest.mark.parametrize("lo, lo_incl, hi, hi_incl", [
+    ("0", True, "1", True), ("-90", True, "90", True), ("0.25", False, "2.5", False), ("0.25", True, "2.5", False),
+    ("0.25", False, "2.5", True), ("1", True, "10", False), ("2", True, "3", True), ("-1.05", True, "-0.3", False),
+    ("-80", True, "-0.05", True), (None, True, "3.14", True), ("-2.5", False, None, True), ("0", False, "0", True),
+    ("0.5", True, "0.5", True), ("0.001", True, "1000", False), ("0", False, "1", False), ("-1", False, "0", True),
+    ("5", False, None, True), (None, True, "-7", False)])
+def test_exponent_mantissas_are_those_some_exponent_brings_within(lo, lo_incl, hi, hi_incl):
+    # brute force over k: exactly the mantissas `m` with some `m e k` within, where the
+    # sign decides; None where it does not (or no mantissa is in)
+    import re
+
+    from genlm.control.potential.built_in.engine._json_numbers import exponent_mantissas
+
+    lo, hi = (None if x is None else Decimal(x) for x in (lo, hi))
+    text = exponent_mantissas(lo, lo_incl, hi, hi_incl)
+
+    def inside(x):
+        return (lo is None or x > lo or (lo_incl and x == lo)) and (hi is None or x < hi or (hi_incl and x == hi))
+
+    def truth(m):
+        x = Decimal(m)
+        return inside(x) if x == 0 else any(inside(x.scaleb(k)) for k in range(-40, 41))
+
+    rng = random.Random(f"gate{lo}{hi}{lo_incl}{hi_incl}")
+    wholes = ["0", "1", "2", "25", "3", "5", "9", "10", "99", "100", "12345", "7"]
+    fracs = ["", "", ".0", ".00", ".5", ".05", ".25", ".3", ".0001", ".14", ".999"]
+    spellings = {"0", "-0", "0.0", "-0.000"}
+    for _ in range(1500):
+        spellings.add(rng.choice(["", "-"]) + rng.choice(wholes) + rng.choice(fracs))
+    verdicts = {m: truth(m) for m in spellings}
+    if text is None:  # the sign does not decide (or nothing is within)
+        by_sign = {True: set(), False: set()}
+        for m, v in verdicts.items():
+            if Decimal(m) != 0:
+                by_sign[m.startswith("-")].add(v)
+        assert not any(verdicts.values()) or any(len(v) > 1 for v in by_sign.values())
+        return
+    r = re.compile(text)
+    for m, v in verdicts.items():
+        assert (r.fullmatch(m) is not None) == v, m
+    assert not any(r.fullmatch(t) for t in ["01", "1.", ".5", "+1", "1e0", "--1", "00.5", "", "-"])
+
+
+@pytest.mark.parametrize("name, texts", [
+    ("number-unit", [b"0.5e", b"0.5e-3", b"5e-1", b"1e+0", b"0.0e9", b"-0e5", b"-0.5", b"12E-2", b"0.001e3",
+                     b"1.5e0", b"9e-9999", b"0.01e2"]),
+    ("number-negative", [b"[-5e1", b"[-0.8e2,-1e-1]", b"[-81", b"[-8e1, -0.5E+0", b"[-1e0"]),
+    ("number-point", [b"0.5", b"5e-1", b"0.05e1", b"50E-2"]),
+])
+def test_rows_inside_exponents_equal_the_generic_rows(llm, name, texts):
+    # the exponent phase: the gated superset is checked there (and the ungated one everywhere)
+    schema = CHECKED[name]
+    fast = JsonSchema(schema).coerce(llm, f=b"".join)
+    slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
+    rng = random.Random(name)
+
+    async def check():
+        for text in texts:
+            ctx = tokenize(llm, text, rng)
+            for i in range(len(ctx) + 1):
+                if await slow.prefix(ctx[:i]) != 0:
+                    break
+                a = np.isfinite(np.asarray((await fast.logw_next(ctx[:i])).weights))
+                b = np.isfinite(np.asarray((await slow.logw_next(ctx[:i])).weights))
+                assert np.array_equal(a, b), (name, b"".join(ctx[:i]))
+
+    asyncio.run(check())
+
+
+class _NumberTokens:
+    """A duck-typed backend whose tokens write exponents in every way (`5e-3`, `e9`,
+    `e+`, ...), so the gated superset's checks have tokens to refuse."""
+
+    TEXTS = [b"0", b"1", b"5", b"9", b".", b"-", b"+", b"e", b"E", b"e9", b"e-", b"e+", b"5e", b"5e-3", b"1e2",
+             b"e-1", b"0e0", b"E+1", b"e99", b"0.", b".5", b"[", b"]", b",", b" ", b"-0", b"00", b"<eos>"]
+
+    def __init__(self):
+        import torch
+
+        from genlm.control.util import Token
+
+        self.byte_vocab = [Token(i, t) for i, t in enumerate(self.TEXTS)]
+        self.tokenizer = type("T", (), {"eos_token_id": len(self.TEXTS) - 1, "bos_token_id": None})()
+        self._row = torch.full((len(self.TEXTS),), -float(np.log(len(self.TEXTS))), dtype=torch.float64)
+
+    async def batch_next_token_logprobs(self, token_ids_list, **kwargs):
+        return self._row.repeat(len(token_ids_list), 1)
+
+    async def next_token_logprobs(self, token_ids, **kwargs):
+        return self._row
+
+
+@pytest.mark.parametrize("name", ["number-unit", "number-negative", "number-open", "number-above",
+                                  "number-below", "number-point"])
+def test_rows_over_exponent_tokens_equal_the_generic_rows_everywhere(name):
+    # every context of up to 5 tokens the generic path allows: the rows, EOS
+    # included, are the generic path's
+    from genlm.control import PromptedLLM
+    from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+
+    llm = PromptedLLM(_NumberTokens())
+    schema = CHECKED[name]
+    fast = JsonSchema(schema).coerce(llm, f=b"".join)
+    slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
+    assert isinstance(fast, GuidedCoerced)
+    async def check():
+        frontier, seen = [[]], 0
+        for _ in range(5):
+            grown = []
+            for ctx in frontier:
+                a = np.isfinite(np.asarray((await fast.logw_next(ctx)).weights))
+                b = np.isfinite(np.asarray((await slow.logw_next(ctx)).weights))
+                assert np.array_equal(a, b), (name, b"".join(ctx), [llm.vocab[i] for i in np.flatnonzero(a != b)])
+                seen += 1
+                grown += [ctx + [llm.vocab[i]] for i in np.flatnonzero(b[:-1])]
+            frontier = grown
+        return seen
+
+    assert asyncio.run(check()) > 20
+
+
+def test_the_bounded_benchmark_numbers_take_the_gated_superset():
+    for name in ["number-unit", "number-negative", "file-probability", "file-geo_point", "file-metrics"]:
+        assert _json_grammar(CHECKED[name]).gated, name
+    assert not _json_grammar(CHECKED["number-point"]).gated  # a single value: narrower than a decade
 
 
 def test_a_spawned_checked_coercion_keeps_its_rows(llm):

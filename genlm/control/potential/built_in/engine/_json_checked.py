@@ -10,7 +10,16 @@ serve them exactly:
   a document and every prefix of a document is a prefix of `sup`; so a token in
   `sub`'s mask is allowed, one outside `sup`'s is not, and only the tokens between
   the two masks (those that write an exponent in a bounded number, a few) are
-  checked exactly, on `JsonSchema`'s recognizer. Where no token `sup` allows can
+  checked exactly, on `JsonSchema`'s recognizer. Where the bounds decide by sign
+  which mantissas some exponent brings within them (a range holding 0, or a decade
+  wide: `_json_numbers.exponent_mantissas`), `sup` is "gated": exact on every
+  spelling without an exponent. Then, where the context is in `sub`'s prefixes and
+  does not end inside an exponent, `sup`'s one mask is exact except on the tokens
+  that write an exponent's mark (a digit then `e`/`E`, or `e`/`E` after the
+  context's digit): only those are checked, on `sub`'s matcher, then on the
+  recognizer (`CheckedConstraint._gated`), so a step costs one engine mask.
+  Otherwise (inside an exponent, or bounds narrower than a decade) `sub`'s mask is
+  computed as below. Where no token `sup` allows can
   write a number's bytes (`CheckedConstraint._may_write_number`: the context does not
   end inside a number, no allowed token starts one where a value may start, none
   holds `:`, `,` or `[` before a digit or `-`), the two masks are equal (a number the
@@ -29,6 +38,7 @@ coercion's exactly (pinned in tests/potential/test_json_engine_grammar.py).
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -38,6 +48,7 @@ from genlm.control.potential.built_in.engine.guided import GuidedConstraint
 from genlm.control.weights import NEG_INF
 
 NUMBER_BYTES = frozenset(b"0123456789.eE+-")
+_EXPONENT_MARK = re.compile(rb"[0-9][eE]")
 VALUE_OPENERS = frozenset(b":,[")
 
 
@@ -55,10 +66,13 @@ def _opens_number(text: bytes) -> bool:
 
 class CheckedSource(NamedTuple):
     """The engine grammars of a schema served with checks: `sup` (a superset of the
-    prefixes, exact where `sub` is None) and `sub` (a subset, or None)."""
+    prefixes, exact where `sub` is None) and `sub` (a subset, or None); `gated`:
+    `sup` is exact on every spelling of its numbers without an exponent (mode
+    "gated" of `_json_numbers.number_regex`)."""
 
     sup: str
     sub: str | None
+    gated: bool = False
 
 
 class CheckedConstraint(GuidedConstraint):
@@ -76,14 +90,20 @@ class CheckedConstraint(GuidedConstraint):
         )
         super().__init__(llm, "lark", source.sup, cache_size=cache_size)
         self._bytes = [bytes(t) for t in self.token_maps.decode]
-        # tokens that start a number after their first byte, and tokens that start with one
+        # tokens that start a number after their first byte, tokens that start with one,
+        # tokens that hold a digit followed by `e`/`E` (an exponent's mark), tokens that
+        # start with `e`/`E` (one after a digit of the context)
         self._opens = np.zeros(self.engine.n_words, dtype=np.int32)
         self._starts = np.zeros(self.engine.n_words, dtype=np.int32)
+        self._marks = np.zeros(self.engine.n_words, dtype=np.int32)
+        self._leads = np.zeros(self.engine.n_words, dtype=np.int32)
         for tid, text in enumerate(self._bytes):
             head = text.lstrip(b" \t\n\r")[:1]
             for words, hit in (
                 (self._opens, _opens_number(text)),
                 (self._starts, head and head in b"-0123456789"),
+                (self._marks, _EXPONENT_MARK.search(text) is not None),
+                (self._leads, text[:1] in (b"e", b"E")),
             ):
                 if hit:
                     words.view(np.uint32)[tid >> 5] |= np.uint32(1 << (tid & 31))
@@ -110,6 +130,19 @@ class CheckedConstraint(GuidedConstraint):
             if text:
                 return text[-1] in VALUE_OPENERS and bool((words & self._starts).any())
         return bool((words & self._starts).any())
+
+    def _number_tail(self, ids: Sequence[int]) -> bytes:
+        """The context's last run of bytes `0-9 . e E + -` (the number it ends in)."""
+        run = []
+        for tid in reversed(ids):
+            text = self._bytes[tid]
+            k = len(text)
+            while k and text[k - 1] in NUMBER_BYTES:
+                k -= 1
+            run.append(text[k:])
+            if k:
+                break
+        return b"".join(reversed(run))
 
     def _data(self, context: Sequence[Any]) -> bytes:
         return self._joined(self.token_maps.context_ids(context))
@@ -151,6 +184,10 @@ class CheckedConstraint(GuidedConstraint):
                 accepting = self.exact.document_ok(self._joined(ids))
             return words, accepting
         low = self.sub._cache.get(ids)  # `sub.matcher(context)`, the ids already known
+        if low is not None and self.checked.gated:
+            tail = self._number_tail(ids)
+            if b"e" not in tail and b"E" not in tail:
+                return self._gated(ids, words, accepting, low, tail)
         if low is not None and not self._may_write_number(ids, words):
             # no token can write a bounded number's digits here: `sub` and `sup` agree
             if accepting:
@@ -177,6 +214,36 @@ class CheckedConstraint(GuidedConstraint):
             accepting = low_accepts
         if accepting and low_accepts:  # in `sub`'s documents: also the whole-document check
             accepting = self.exact.document_ok(data)
+        return out, accepting
+
+    def _gated(self, ids, words: np.ndarray, accepting: bool, low, tail: bytes) -> tuple:
+        """The exact mask and EOS from a gated `sup`'s, where the context is in `sub`'s
+        prefixes (`low`: so its numbers are the schema's) and does not end inside an
+        exponent: `sup` is exact on every token that writes no exponent's mark (a digit
+        then `e`/`E`, or `e`/`E` after the context's digit), so only those are
+        checked, first on `sub` (its exponents -8..8), then on the recognizer."""
+        marks = words & self._marks
+        if tail[-1:].isdigit():
+            marks |= words & self._leads
+        out, data = words, None
+        bits = marks.view(np.uint32)
+        hits = np.flatnonzero(bits).tolist()  # a few words: walk their bits
+        if hits:
+            out = words.copy()
+            state = None
+            tids = [w * 32 + b for w in hits for b in range(32) if int(bits[w]) >> b & 1]
+            for tid in tids:
+                if low.validate_tokens([tid]) == 1:
+                    continue  # in `sub`'s prefixes, so in the language's
+                if state is None:
+                    data = self._joined(ids)
+                    state = self.exact.state_of(list(data))
+                    if state is None:
+                        raise ValueError(f"context {ids!r} has weight zero under {self!r}")
+                if self._exact_after(state, self._bytes[tid]) is None:
+                    out.view(np.uint32)[tid >> 5] &= ~np.uint32(1 << (tid & 31))
+        if accepting:  # no exponent at the end: `sup` accepts exactly the schema's numbers
+            accepting = self.exact.document_ok(self._joined(ids) if data is None else data)
         return out, accepting
 
     # Single questions -----------------------------------------------------------

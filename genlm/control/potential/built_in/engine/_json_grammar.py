@@ -22,7 +22,11 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
   with other bounds is not regular (`NeedsCheck`): it is written as the subset of
   its spellings without exponent (mode "sub") or the superset of those plus every
   spelling with an exponent (mode "sup"), and the engine coercion checks the
-  tokens between the two exactly (`_json_checked`);
+  tokens between the two exactly (`_json_checked`); where the bounds decide by sign
+  alone which mantissas an exponent brings within them (`exponent_mantissas`: a
+  range holding 0, or a decade wide), the superset is mode "gated", exact on
+  every spelling without an exponent (the spellings without exponent within the
+  bounds, plus those mantissas with any exponent);
 - a string with a `pattern` or a checked `format`: the JSON spellings of the
   strings of its regex (`_json_strings`);
 - `true`, `false`, `null` as written;
@@ -77,11 +81,12 @@ _ESCAPE_OF = {v: k for k, v in SIMPLE_ESCAPES.items()}
 
 def schema_grammar(root: Node, mode: str = "exact") -> str:
     """The Lark grammar of the documents of `root` (see the module docstring); with
-    `mode` "sub" or "sup", bounded numbers as the subset or superset of their
-    spellings that `_json_numbers.number_regex` writes in that mode.
+    `mode` "sub", "sup" or "gated", bounded numbers as the subset or supersets of
+    their spellings that `_json_numbers.number_regex` writes in that mode.
 
     Raises:
-        NeedsCheck: (mode "exact") a bounded number: try the modes "sub" and "sup".
+        NeedsCheck: (mode "exact") a bounded number: try the modes "sub" and "sup"
+            (or "gated"); (mode "gated") a bound it cannot gate: "sup".
         Unwritable: a shape outside the ones above, or a grammar over the limits.
     """
     w = _Writer(mode)

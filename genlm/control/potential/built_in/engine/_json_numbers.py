@@ -60,6 +60,12 @@ def number_regex(a: Num, mode: str = "exact") -> str:
     if mode == "exact":
         raise NeedsCheck("a number with bounds other than a lower bound of 0")
     plain = decimal_regex(b.lo, b.lo_incl, b.hi, b.hi_incl)
+    if mode == "gated":
+        gate = exponent_mantissas(b.lo, b.lo_incl, b.hi, b.hi_incl)
+        if gate is None:
+            raise NeedsCheck("a bounded number whose mantissas are not gated by sign")
+        scaled = gate + EXPONENT
+        return scaled if plain is None else f"(?:{plain}|{scaled})"
     if mode == "sub":
         parts = [] if plain is None else [plain]
         for k in range(-SUB_EXPONENTS, SUB_EXPONENTS + 1):  # m e k within the bounds: m within them / 10**k
@@ -71,6 +77,44 @@ def number_regex(a: Num, mode: str = "exact") -> str:
             raise Unwritable("a bounded number with no spelling of a small exponent")
         return "(?:" + "|".join(parts) + ")"
     return EXPONENT_NUMBER if plain is None else f"(?:{plain}|{EXPONENT_NUMBER})"
+
+
+EXPONENT = r"[eE][+\-]?[0-9]+"
+POSITIVE = r"(?:0\.0*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)"  # mantissas of a value > 0
+ZERO = r"-?0(?:\.0+)?"
+
+
+def _every_positive(lo, lo_incl: bool, hi, hi_incl: bool) -> bool | None:
+    """Whether some power of ten brings every positive `m` within the bounds (True),
+    none (False), or only some (None). For `0 < lo`: `m * 10**k` lands in
+    `[lo, 10 lo)` (and in `(lo, 10 lo]`) for one `k`, so every `m` does iff that
+    decade fits under `hi`."""
+    if hi is not None and hi <= 0:
+        return False
+    if hi is None or lo is None or lo <= 0:
+        return True  # large k passes any lo; small k lands in (0, hi)
+    ten = 10 * lo
+    return True if hi > ten or (hi == ten and (lo_incl or hi_incl)) else None
+
+
+def exponent_mantissas(lo, lo_incl: bool, hi, hi_incl: bool) -> str | None:
+    """The mantissas `m` (spellings without exponent, `-?(0|[1-9][0-9]*)(\\.[0-9]+)?`)
+    such that `m e k` is within the bounds for some integer `k`, where that set is
+    decided by the sign alone (each sign: every mantissa or none; zero by whether 0 is
+    within); None where it is not (a positive or negative range narrower than a
+    decade), and None where no mantissa is.
+
+    With it, `plain | mantissas e k` spells exactly the numbers within the bounds on
+    every spelling without an exponent, and its prefixes without an exponent are
+    exactly the prefixes of those numbers (a mantissa may always grow, and `k` is
+    free); only spellings with an exponent are a superset (`_json_checked`)."""
+    pos = _every_positive(lo, lo_incl, hi, hi_incl)
+    neg = _every_positive(None if hi is None else -hi, hi_incl, None if lo is None else -lo, lo_incl)
+    if pos is None or neg is None:
+        return None
+    zero = (lo is None or lo < 0 or (lo == 0 and lo_incl)) and (hi is None or hi > 0 or (hi == 0 and hi_incl))
+    parts = ([POSITIVE] if pos else []) + (["-" + POSITIVE] if neg else []) + ([ZERO] if zero else [])
+    return "(?:" + "|".join(parts) + ")" if parts else None
 
 
 def _exponent(k: int) -> str:
@@ -244,5 +288,5 @@ def _same_length(x: str, y: str) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-__all__ = ["number_regex", "integer_regex", "decimal_regex", "Unwritable", "NeedsCheck", "INTEGER",
-           "NUMBER"]
+__all__ = ["number_regex", "integer_regex", "decimal_regex", "exponent_mantissas", "Unwritable",
+           "NeedsCheck", "INTEGER", "NUMBER"]

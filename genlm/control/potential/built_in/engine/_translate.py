@@ -152,9 +152,14 @@ def _written(schema: Any) -> Any:
                 return text
             return CheckedSource(text, None)  # EOS checks the whole document
         except NeedsCheck:
-            sup = _proven(schema_grammar(compiled.root, "sup"))
             sub = _proven(schema_grammar(compiled.root, "sub"))
-            return None if sup is None or sub is None else CheckedSource(sup, sub)
+            try:  # exact on every spelling without an exponent, where the bounds allow
+                sup, gated = _proven(schema_grammar(compiled.root, "gated")), True
+            except NeedsCheck:
+                sup, gated = None, False
+            if sup is None:
+                sup, gated = _proven(schema_grammar(compiled.root, "sup")), False
+            return None if sup is None or sub is None else CheckedSource(sup, sub, gated)
     except Unwritable:
         return None
 
