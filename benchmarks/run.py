@@ -187,7 +187,8 @@ async def main() -> None:
         rows.append(await measure(w, args.repeats))
         print(row_text(rows[-1]), file=sys.stderr, flush=True)
     gathered = gathered_ratio(rows)
-    print(table(rows, gathered))
+    if rows:  # `--only structured` alone has no floor rows
+        print(table(rows, gathered))
     meta = {
         "command": " ".join(["python", "benchmarks/run.py", *sys.argv[1:]]),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
