@@ -646,7 +646,8 @@ class _NumberTokens:
                                   "number-below", "number-point"])
 def test_rows_over_exponent_tokens_equal_the_generic_rows_everywhere(name):
     # every context of up to 5 tokens the generic path allows: the rows, EOS
-    # included, are the generic path's
+    # included, are the generic path's, and so are `allowed_next` over the whole
+    # vocabulary, `complete` and `prefix` of the context
     from genlm.control import PromptedLLM
     from genlm.control.potential.built_in.engine.guided import GuidedCoerced
 
@@ -655,6 +656,8 @@ def test_rows_over_exponent_tokens_equal_the_generic_rows_everywhere(name):
     fast = JsonSchema(schema).coerce(llm, f=b"".join)
     slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
     assert isinstance(fast, GuidedCoerced)
+    rng = random.Random(name)
+
     async def check():
         frontier, seen = [[]], 0
         for _ in range(5):
@@ -663,6 +666,10 @@ def test_rows_over_exponent_tokens_equal_the_generic_rows_everywhere(name):
                 a = np.isfinite(np.asarray((await fast.logw_next(ctx)).weights))
                 b = np.isfinite(np.asarray((await slow.logw_next(ctx)).weights))
                 assert np.array_equal(a, b), (name, b"".join(ctx), [llm.vocab[i] for i in np.flatnonzero(a != b)])
+                assert list(await fast.allowed_next(ctx, list(range(len(b))))) == list(b), (name, b"".join(ctx))
+                assert (await fast.complete(ctx) == 0) == bool(b[-1]) and await fast.prefix(ctx) == 0
+                for i in rng.sample(range(len(b) - 1), 3):
+                    assert (await fast.prefix(ctx + [llm.vocab[i]]) == 0) == bool(b[i]), (name, b"".join(ctx), i)
                 seen += 1
                 grown += [ctx + [llm.vocab[i]] for i in np.flatnonzero(b[:-1])]
             frontier = grown
