@@ -34,7 +34,10 @@ class NeedsCheck(Unwritable):
     """A shape written only as a subset and a superset (`mode` "sub" and "sup")."""
 
 
-EXPONENT_NUMBER = INTEGER + r"(?:\.[0-9]+)?[eE][+\-]?[0-9]+"
+EXPONENT = r"[eE][+\-]?[0-9]+"
+POSITIVE = r"(?:0\.0*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)"  # mantissas of a value > 0
+ZERO = r"0(?:\.0+)?"  # mantissas of 0 (unsigned)
+EXPONENT_NUMBER = INTEGER + r"(?:\.[0-9]+)?" + EXPONENT
 MAX_DIGITS = 40  # digits of a bound written digit by digit
 SUB_EXPONENTS = 8  # the subset grammar spells exponents -8..8 (so that `999` is a prefix: 999e-2)
 
@@ -53,9 +56,9 @@ def number_regex(a: Num, mode: str = "exact") -> str:
     if b.lo is None and b.hi is None:
         return NUMBER
     if b.hi is None and b.lo == 0:
-        exp = r"(?:[eE][+\-]?[0-9]+)?"
-        zero = r"0(?:\.0+)?" + exp
-        positive = r"(?:0\.0*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)" + exp
+        exp = f"(?:{EXPONENT})?"
+        zero = ZERO + exp
+        positive = POSITIVE + exp
         return f"(?:{positive}|{zero}|-{zero})" if b.lo_incl else positive
     if mode == "exact":
         raise NeedsCheck("a number with bounds other than a lower bound of 0")
@@ -77,11 +80,6 @@ def number_regex(a: Num, mode: str = "exact") -> str:
             raise Unwritable("a bounded number with no spelling of a small exponent")
         return "(?:" + "|".join(parts) + ")"
     return EXPONENT_NUMBER if plain is None else f"(?:{plain}|{EXPONENT_NUMBER})"
-
-
-EXPONENT = r"[eE][+\-]?[0-9]+"
-POSITIVE = r"(?:0\.0*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)"  # mantissas of a value > 0
-ZERO = r"-?0(?:\.0+)?"
 
 
 def _every_positive(lo, lo_incl: bool, hi, hi_incl: bool) -> bool | None:
@@ -113,7 +111,7 @@ def exponent_mantissas(lo, lo_incl: bool, hi, hi_incl: bool) -> str | None:
     if pos is None or neg is None:
         return None
     zero = (lo is None or lo < 0 or (lo == 0 and lo_incl)) and (hi is None or hi > 0 or (hi == 0 and hi_incl))
-    parts = ([POSITIVE] if pos else []) + (["-" + POSITIVE] if neg else []) + ([ZERO] if zero else [])
+    parts = ([POSITIVE] if pos else []) + (["-" + POSITIVE] if neg else []) + (["-?" + ZERO] if zero else [])
     return "(?:" + "|".join(parts) + ")" if parts else None
 
 
