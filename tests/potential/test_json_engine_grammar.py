@@ -695,7 +695,13 @@ def test_a_spawned_checked_coercion_keeps_its_rows(llm):
         return np.isfinite(np.asarray((await p.logw_next(ctx)).weights))
 
     first = asyncio.run(row(fast))
-    assert np.array_equal(first, asyncio.run(row(fast.spawn())))
+    spawned = fast.spawn()
+    assert spawned.guided.sub._root is fast.guided.sub._root  # the compiled grammars are shared
+    assert np.array_equal(first, asyncio.run(row(spawned)))
+    sub_root = fast.guided.sub._root
+    fast.guided.clear_cache()  # compiles both grammars again
+    assert fast.guided.sub._root is not sub_root
+    assert np.array_equal(first, asyncio.run(row(fast)))
     assert np.array_equal(first, asyncio.run(row(pickle.loads(pickle.dumps(fast)))))
 
 

@@ -114,6 +114,12 @@ class CheckedConstraint(GuidedConstraint):
             self.exact = self.exact.spawn()
             self.sub = None if self.sub is None else self.sub.spawn()
 
+    def clear_cache(self) -> None:
+        """As `GuidedConstraint.clear_cache`, for the `sub` grammar too."""
+        super().clear_cache()
+        if self.sub is not None:
+            self.sub.clear_cache()
+
     def _may_write_number(self, ids: Sequence[int], words: np.ndarray) -> bool:
         """Whether a token `sup` allows (`words`) may write a number's bytes: the
         context ends inside a number (its last byte `0-9 . e E + -`); or it ends where
