@@ -1,6 +1,0 @@
-"""Alias of `genlm.control.potential.built_in.engine._lark_exact`, where this module moved (engine/ owns translations into the engine's terms)."""
-
-import importlib
-import sys
-
-sys.modules[__name__] = importlib.import_module("genlm.control.potential.built_in.engine._lark_exact")
