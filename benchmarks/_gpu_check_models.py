@@ -107,7 +107,7 @@ def prompted_over(model, tokenizer):
     its rows kept as tensors on the model's device (the default on a GPU; on the CPU
     smoke run this takes the same tensor path)."""
     from genlm.control import PromptedLLM
-    from genlm.control.potential.built_in.lm._hf_batch import CachedTransformer
+    from genlm.control.lm._hf_batch import CachedTransformer
 
     return PromptedLLM(CachedTransformer(model, tokenizer), rows="device")
 

@@ -101,7 +101,7 @@ class PackedMask(EvenTokens):
 
     async def batch_allowed(self, contexts, like=None):
         """The engine's unpacking (`mask_allowed`), on `like`'s device."""
-        from genlm.control.potential.built_in.engine._guided_engine import EngineVocab, mask_allowed
+        from genlm.control.engine._guided_engine import EngineVocab, mask_allowed
 
         if self.engine is None:
             self.engine = EngineVocab(None, self.ids, (), len(self.words))

@@ -92,7 +92,7 @@ def build(text: str, walks: int = 0) -> tuple[str, str, int, int]:
 async def _walks(p, schema, walks: int) -> tuple[int, int]:
     import numpy as np
 
-    from genlm.control.potential.built_in.json_schema._json_residual import DocumentCheck
+    from genlm.control.constraints.json_schema._json_residual import DocumentCheck
 
     check, rng, docs, valid = DocumentCheck(schema), random.Random(0), 0, 0
     for _ in range(walks):

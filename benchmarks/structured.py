@@ -27,7 +27,7 @@ different seed per round (docs/performance.md has the loop).
 Times are CPU time of this process (`time.process_time`), so other jobs on a shared
 machine inflate them less than wall time. `--schemas` times each schema of
 `benchmarks/schemas/` that the default serves with the JSON grammar written from the
-compiled schema (`engine/_json_grammar.py`): the generic path, the default, and the
+compiled schema (`engine/_write_json.py`): the generic path, the default, and the
 engine on the schema as written (`GuidedConstraint` where the grammar is exact,
 `CheckedConstraint` where grammars bound the language and tokens are checked).
 """
@@ -136,7 +136,7 @@ async def measure(model: str | None, repeats: int, only: set | None = None, smc_
 
 def document(node, depth: int = 0) -> str:
     """A small valid document of a compiled schema (None where a string has a pattern)."""
-    from genlm.control.potential.built_in.json_schema._json_schema import Arr, Lit, Num, Obj, Str
+    from genlm.control.constraints.json_schema._json_schema import Arr, Lit, Num, Obj, Str
 
     rank = (Obj, Arr, Str, Num, Lit) if depth < 3 else (Lit, Num, Str, Arr, Obj)
     a = min(node.alts, key=lambda a: rank.index(type(a)))
@@ -150,7 +150,7 @@ def document(node, depth: int = 0) -> str:
         if a.values is not None:
             return json.dumps(min(a.values))
         if a.pattern is not None:
-            from genlm.control.potential.built_in.regex.syntax import parse_regex
+            from genlm.control.constraints.regex.syntax import parse_regex
 
             return None if a.pattern.regex is None else json.dumps(shortest(parse_regex(a.pattern.regex)))
         n = max(a.min_len, min(4, a.max_len if a.max_len is not None else 4))
@@ -189,7 +189,7 @@ async def schemas(model: str | None, repeats: int, first_pass: bool = False) -> 
     `first_pass`, also the default and the engine as written on constraints built anew
     for each pass (the engine's lexer states not yet built: a run's first steps)."""
     from genlm.control import GuidedConstraint
-    from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+    from genlm.control.engine.guided import GuidedCoerced
 
     out = {}
     llm = load_llm(model, "Data:")

@@ -17,9 +17,9 @@ torch = pytest.importorskip("torch")
 from genlm.control import PromptedLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL, model_path  # noqa: E402
 from genlm.control.embedded.gpt2 import TinyGPT2  # noqa: E402
-from genlm.control.potential.built_in.lm import _llm_loading as load_model_module  # noqa: E402
-from genlm.control.potential.built_in.lm._llm_loading import _max_positions, load_model  # noqa: E402
-from genlm.control.potential.built_in.lm.embedded_lm import EmbeddedTransformer, load_embedded  # noqa: E402
+from genlm.control.lm import _llm_loading as load_model_module  # noqa: E402
+from genlm.control.lm._llm_loading import _max_positions, load_model  # noqa: E402
+from genlm.control.lm.embedded_lm import EmbeddedTransformer, load_embedded  # noqa: E402
 
 # float32 rounding of a two-layer forward: log probabilities of magnitude ≤ 30 agree to
 # ~1e-5 absolute (relative ~1e-6); a wrong mask, position or layer is off by > 1e-2.

@@ -14,10 +14,10 @@ torch = pytest.importorskip("torch")
 
 from genlm.control import AWRS, BoolFSA, PromptedLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
-from genlm.control.potential.built_in.lm import _threads  # noqa: E402
-from genlm.control.potential.built_in.lm._llm_loading import load_model  # noqa: E402
-from genlm.control.potential.built_in.lm._threads import default_threads, intra_op_threads  # noqa: E402
-from genlm.control.potential.built_in.lm.embedded_lm import EmbeddedTransformer  # noqa: E402
+from genlm.control.lm import _threads  # noqa: E402
+from genlm.control.lm._llm_loading import load_model  # noqa: E402
+from genlm.control.lm._threads import default_threads, intra_op_threads  # noqa: E402
+from genlm.control.lm.embedded_lm import EmbeddedTransformer  # noqa: E402
 
 ATOL = 1e-5  # float32 rounding of the embedded model's log probabilities (magnitude ≤ 30)
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from genlm.control._lru import LRU
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
-from genlm.control.potential.built_in.lm._kv_cache import Block, PrefixCache
+from genlm.control._state_cache import PrefixStateCache
+from genlm.control.lm._kv_cache import Block, PrefixCache
 
 
 def test_entries_bound_evicts_the_least_recently_used_first():

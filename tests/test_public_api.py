@@ -258,8 +258,8 @@ def test_0_4_1_end_of_sequence():
 
 
 def test_0_4_1_helpers_call_shapes():
+    from genlm.control.lm._llm_loading import load_model
     from genlm.control.potential.built_in.llm import load_model_by_name
-    from genlm.control.potential.built_in.lm._llm_loading import load_model
     from genlm.control.sampler import BoundaryPredicate, FixedLengthBoundary, TokenSetBoundary
     from genlm.control.util import flatten_units
 

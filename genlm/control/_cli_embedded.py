@@ -26,11 +26,11 @@ from genlm.control.embedded import ALIASES
 def load(model: str, backend: str | None) -> Any:
     """`PromptedLLM.from_name(model, backend=backend)`, or the same model over
     `EmbeddedTransformer` where `uses_embedded_forward(backend)` for the embedded model."""
-    from genlm.control.potential.built_in.lm.llm import PromptedLLM
+    from genlm.control.lm.llm import PromptedLLM
 
     if model not in ALIASES:
         return PromptedLLM.from_name(model, backend=backend)
-    from genlm.control.potential.built_in.lm.embedded_lm import load_embedded
+    from genlm.control.lm.embedded_lm import load_embedded
 
     return PromptedLLM(load_embedded(backend))
 
@@ -41,7 +41,7 @@ def one_thread_before_torch(model: str, backend: str | None) -> None:
     CPU build wants its threads."""
     if model not in ALIASES or "torch" in sys.modules:
         return
-    from genlm.control.potential.built_in.lm import vllm_importable
+    from genlm.control.lm import vllm_importable
 
     if backend == "hf" or (backend is None and not vllm_importable()):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -67,7 +67,7 @@ def ran_embedded_forward(model: str, backend: str | None) -> bool:
     """Whether `load(model, backend)` runs `EmbeddedTransformer`."""
     if model not in ALIASES:
         return False
-    from genlm.control.potential.built_in.lm.embedded_lm import uses_embedded_forward
+    from genlm.control.lm.embedded_lm import uses_embedded_forward
 
     return uses_embedded_forward(backend)
 

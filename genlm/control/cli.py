@@ -116,13 +116,13 @@ def _item_constraint(args: argparse.Namespace) -> Any:
     Each constraint class is imported only when named: the grammar library costs
     seconds to import and a regex or a schema does not need it."""
     if args.regex is not None:
-        from genlm.control.potential.built_in.fsa.wfsa import BoolFSA
+        from genlm.control.constraints.fsa.wfsa import BoolFSA
 
         return BoolFSA.from_regex(args.regex)
     if args.lark is not None:
         return _lark(args.lark)
     if args.json_schema is not None:
-        from genlm.control.potential.built_in.json_schema.json import JsonSchema
+        from genlm.control.constraints.json_schema.json import JsonSchema
 
         text = _read(args.json_schema)
         try:
@@ -139,11 +139,11 @@ def _lark(path: str) -> Any:
     """The grammar of the file at `path`; a relative `%import .name` reads `name.lark`
     from the file's folder, never from the working folder. The grammar is read (and a
     bad one reported) before the grammar library, which takes seconds, is imported."""
-    from genlm.control.potential.built_in.cfg import read_lark
+    from genlm.control.constraints.cfg import read_lark
 
     text, base_dir = _read(path), os.path.dirname(os.path.abspath(path))
     read_lark(text, base_dir)
-    from genlm.control.potential.built_in.cfg.wcfg import BoolCFG
+    from genlm.control.constraints.cfg.wcfg import BoolCFG
 
     return BoolCFG.from_lark(text, base_dir=base_dir)
 

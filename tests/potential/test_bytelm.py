@@ -12,8 +12,8 @@ from genlm.bytes import BeamParams  # noqa: E402
 
 from genlm.control import ByteLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
-from genlm.control.potential.built_in.lm.bytelm import context_bytes, next_byte_row  # noqa: E402
-from genlm.control.potential.built_in.lm.llm import load_model  # noqa: E402
+from genlm.control.lm.bytelm import context_bytes, next_byte_row  # noqa: E402
+from genlm.control.lm.llm import load_model  # noqa: E402
 from genlm.control.testing import check_potential  # noqa: E402
 
 MODEL = os.environ.get("GENLM_TEST_MODEL", EMBEDDED_MODEL)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from genlm.control import CanonicalTokenization, PromptedLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
-from genlm.control.potential.built_in.lm.canonical import byte_alphabet  # noqa: E402
+from genlm.control.lm.canonical import byte_alphabet  # noqa: E402
 from genlm.control.testing import check_potential  # noqa: E402
 
 MODEL = os.environ.get("GENLM_TEST_MODEL", EMBEDDED_MODEL)

@@ -19,9 +19,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
 from genlm.control import BoolCFG, BoolFSA  # noqa: E402
-from genlm.control.potential.built_in.cfg import read_lark  # noqa: E402
-from genlm.control.potential.built_in.engine._lark_exact import engine_lark  # noqa: E402
-from genlm.control.potential.built_in.engine.guided import GuidedCoerced  # noqa: E402
+from genlm.control.constraints.cfg import read_lark  # noqa: E402
+from genlm.control.engine._lark_exact import engine_lark  # noqa: E402
+from genlm.control.engine.guided import GuidedCoerced  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -300,7 +300,7 @@ def test_lowering_stops_at_its_budget_with_the_reason(monkeypatch):
     """A clash whose terminals would need more automaton states lowered than the
     budget allows is not proven: the grammar keeps Earley, and the reason names the
     user's terminal and the budget."""
-    from genlm.control.potential.built_in.engine import _lark_exact
+    from genlm.control.engine import _lark_exact
 
     grammar = read_lark("start: A A\nA: /[a-z]{1,30}/")
     assert engine_lark(grammar).inexact is None
@@ -313,7 +313,7 @@ def test_factoring_keeps_every_rules_language():
     """`factor` writes a head's alternatives as their minimal automaton: on random
     alternative sets (and a head name its new states must not take), each head
     derives exactly its old sequences."""
-    from genlm.control.potential.built_in.engine._lark_lower import factor
+    from genlm.control.engine._lark_lower import factor
 
     rng = __import__("random").Random(0)
     for _ in range(200):

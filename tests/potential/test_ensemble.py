@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 from genlm.control import EOS, Ensemble, Potential  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
-from genlm.control.potential.built_in.lm.ensemble import op_exponent, power_mean  # noqa: E402
+from genlm.control.lm.ensemble import op_exponent, power_mean  # noqa: E402
 from genlm.control.testing import check_potential  # noqa: E402
 
 MODEL = os.environ.get("GENLM_TEST_MODEL", EMBEDDED_MODEL)

@@ -10,10 +10,10 @@ import pytest
 from toys.core import random_tabular
 
 from genlm.control import WFSA, BoolCFG, BoolFSA, JsonSchema, Potential
+from genlm.control.constraints.cfg._cfg_budget import CoercedCFG
+from genlm.control.constraints.fsa._fsa_coerce import CoercedDFA
+from genlm.control.constraints.json_schema._json_coerce import CoercedJson
 from genlm.control.potential import fast_paths
-from genlm.control.potential.built_in.cfg._cfg_budget import CoercedCFG
-from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA
-from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson
 from genlm.control.potential.coerce import Coerced
 from genlm.control.potential.product import Product
 from genlm.control.weights import NEG_INF

@@ -16,13 +16,13 @@ pytest.importorskip("llguidance")
 
 from genlm.control import BoolCFG, BoolFSA, JsonSchema  # noqa: E402
 from genlm.control.constant import EOS  # noqa: E402
-from genlm.control.potential import Coerced  # noqa: E402
-from genlm.control.potential.built_in.engine._guided_regex import (  # noqa: E402
+from genlm.control.engine._guided_regex import (  # noqa: E402
     ascii_classes,
     complement,
     engine_regex,
 )
-from genlm.control.potential.built_in.engine.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
+from genlm.control.engine.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
+from genlm.control.potential import Coerced  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402
 
 HYP = settings(
@@ -147,7 +147,7 @@ def test_regex_rewriting():
 
 async def test_inexact_lark_takes_the_generic_path_and_says_why(llm, caplog):
     cfg = BoolCFG.from_lark("start: A A\nA: /é+/")
-    with caplog.at_level(logging.DEBUG, logger="genlm.control.potential.built_in.engine.guided"):
+    with caplog.at_level(logging.DEBUG, logger="genlm.control.engine.guided"):
         c = cfg.coerce(llm, f=b"".join)
     assert not isinstance(c, GuidedCoerced)
     assert "generic path" in caplog.text and "maximal munch" in caplog.text

@@ -12,7 +12,7 @@ from genlm.backend.llm import AsyncTransformer  # noqa: E402
 
 from genlm.control import PromptedLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
-from genlm.control.potential.built_in.lm._hf_batch import (  # noqa: E402
+from genlm.control.lm._hf_batch import (  # noqa: E402
     DEFAULT_CACHE_BYTES,
     MIN_DEFAULT_CACHE_BYTES,
     CachedTransformer,
@@ -20,7 +20,7 @@ from genlm.control.potential.built_in.lm._hf_batch import (  # noqa: E402
     extension_groups,
     parameter_bytes,
 )
-from genlm.control.potential.built_in.lm._kv_cache import PrefixCache  # noqa: E402
+from genlm.control.lm._kv_cache import PrefixCache  # noqa: E402
 
 ATOL = 2e-4
 

@@ -26,8 +26,8 @@ from toys.json_engine import (  # noqa: E402
 )
 
 from genlm.control import JsonSchema  # noqa: E402
-from genlm.control.potential.built_in.engine._json_exact import REASONS, engine_difference  # noqa: E402
-from genlm.control.potential.built_in.engine._translate import _json_grammar  # noqa: E402
+from genlm.control.engine._json_exact import REASONS, engine_difference  # noqa: E402
+from genlm.control.engine._translate import _write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))
@@ -130,7 +130,7 @@ def expected_row(path: Path) -> tuple[str, str]:
     if why is None:
         return "engine", ""
     where = why.where + (f" `{why.keyword}`" if why.keyword else "")
-    grammar = _json_grammar(schema)
+    grammar = _write_json(schema)
     path = "generic" if grammar is None else "grammar" if isinstance(grammar, str) else "checked"
     return path, f"`{where}` {why.code}"
 
@@ -213,17 +213,17 @@ def llm():
 
 
 def test_coerce_takes_the_engine_only_where_exact(llm, caplog):
-    from genlm.control.potential.built_in.engine.guided import GuidedCoerced
-    from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson
+    from genlm.control.constraints.json_schema._json_coerce import CoercedJson
+    from genlm.control.engine.guided import GuidedCoerced
 
     exact = JsonSchema({"type": "array", "items": {"type": "integer"}})
-    written = JsonSchema({"type": "object", "required": ["z"]})  # the grammar of _json_grammar
+    written = JsonSchema({"type": "object", "required": ["z"]})  # the grammar of _write_json
     off = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$",
                                                              "maxLength": 3}}})  # not written
     assert isinstance(exact.coerce(llm, f=b"".join), GuidedCoerced)
     assert exact.coerce(llm, f=b"".join).guided.kind == "json_schema"
     assert written.coerce(llm, f=b"".join).guided.kind == "lark"
-    with caplog.at_level("DEBUG", logger="genlm.control.potential.built_in.engine.guided"):
+    with caplog.at_level("DEBUG", logger="genlm.control.engine.guided"):
         assert isinstance(off.coerce(llm, f=b"".join), CoercedJson)
     assert "objects: the engine writes declared properties" in caplog.text
     assert isinstance(off.coerce(llm, f=b"".join, engine=True), GuidedCoerced)

@@ -1,4 +1,4 @@
-"""The exact engine grammar of a JSON schema (`engine/_json_grammar.py`): where the
+"""The exact engine grammar of a JSON schema (`engine/_write_json.py`): where the
 default coercion gives the engine the Lark grammar written from the compiled schema,
 the engine's language is `JsonSchema`'s. Pinned on every byte string up to a length
 over the bytes that matter, on documents generated from the compiled schema (random
@@ -23,9 +23,7 @@ from test_json import mutate  # noqa: E402
 from toys.json_engine import RecognizerBytes, byte_tokenizer, disagreement_along  # noqa: E402
 
 from genlm.control import JsonSchema  # noqa: E402
-from genlm.control.potential.built_in.engine._guided_engine import grammar_text  # noqa: E402
-from genlm.control.potential.built_in.engine._translate import _json_grammar  # noqa: E402
-from genlm.control.potential.built_in.json_schema._json_schema import (  # noqa: E402
+from genlm.control.constraints.json_schema._json_schema import (  # noqa: E402
     Arr,
     Lit,
     Num,
@@ -33,6 +31,8 @@ from genlm.control.potential.built_in.json_schema._json_schema import (  # noqa:
     Str,
     compile_schema,
 )
+from genlm.control.engine._guided_engine import grammar_text  # noqa: E402
+from genlm.control.engine._translate import _write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -58,7 +58,7 @@ SHAPES = {
     "number-positive": {"type": "number", "exclusiveMinimum": 0},
     "nested": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "array"}}}},
 }
-# Strings with a `pattern` or a checked `format` (engine/_json_strings.py).
+# Strings with a `pattern` or a checked `format` (engine/_write_json_strings.py).
 PATTERNS = {
     "pattern-anchored": {"type": "string", "pattern": "^#[0-9a-f]{2}$"},
     "pattern-search": {"type": "string", "pattern": "x-"},
@@ -83,7 +83,7 @@ PATTERNS = {
 }
 SHAPES.update(PATTERNS)
 FILES = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks" / "schemas").glob("*.json"))}
-TAKEN = {k: s for k, s in FILES.items() if isinstance(_json_grammar(s), str)}
+TAKEN = {k: s for k, s in FILES.items() if isinstance(_write_json(s), str)}
 CASES = {**SHAPES, **{f"file-{k}": s for k, s in TAKEN.items()}}
 # Served with checks (engine/_json_checked.py): bounded numbers, schemas read as a
 # superset on prefixes.
@@ -95,7 +95,7 @@ BOUNDED = {
     "number-above": {"type": "number", "minimum": -1.5},
     "number-below": {"type": "number", "exclusiveMaximum": 100},
 }
-CHECKED_FILES = {k: s for k, s in FILES.items() if k not in TAKEN and _json_grammar(s) is not None}
+CHECKED_FILES = {k: s for k, s in FILES.items() if k not in TAKEN and _write_json(s) is not None}
 CHECKED = {**BOUNDED, **{f"file-{k}": s for k, s in CHECKED_FILES.items()}}
 
 
@@ -103,18 +103,18 @@ class LarkBytes:
     """The engine's matcher for the grammar written from `schema`, over single bytes."""
 
     def __init__(self, schema):
-        text = _json_grammar(schema)
+        text = _write_json(schema)
         assert text is not None
         self.root = llg.LLMatcher(byte_tokenizer(), grammar_text("lark", text), log_level=0)
         assert not self.root.is_error(), self.root.get_error()
 
 
 def test_the_shapes_and_the_benchmark_schemas_take_the_grammar():
-    from genlm.control.potential.built_in.engine._json_checked import CheckedSource
-    from genlm.control.potential.built_in.engine._json_exact import engine_difference
+    from genlm.control.engine._json_checked import CheckedSource
+    from genlm.control.engine._json_exact import engine_difference
 
-    assert all(isinstance(_json_grammar(s), str) for s in SHAPES.values())
-    assert all(isinstance(_json_grammar(s), CheckedSource) for s in BOUNDED.values())
+    assert all(isinstance(_write_json(s), str) for s in SHAPES.values())
+    assert all(isinstance(_write_json(s), CheckedSource) for s in BOUNDED.values())
     # every benchmark schema takes the engine: as written (whitelist), a grammar, or checked
     off = {k for k, s in FILES.items() if engine_difference(s) is not None}
     assert off <= set(TAKEN) | set(CHECKED_FILES) and len(off) == 60
@@ -125,7 +125,7 @@ def test_the_shapes_and_the_benchmark_schemas_take_the_grammar():
 
 
 def test_a_pattern_beside_a_length_or_a_format_is_not_written():
-    from genlm.control.potential.built_in.engine._json_grammar import Unwritable, schema_grammar
+    from genlm.control.engine._write_json import Unwritable, schema_grammar
 
     for schema in [{"type": "string", "pattern": "^a+$", "maxLength": 3},
                    {"type": "string", "pattern": "^1", "format": "ipv4"},
@@ -137,7 +137,7 @@ def test_a_pattern_beside_a_length_or_a_format_is_not_written():
 def test_hex_spans_are_exactly_their_values():
     import re
 
-    from genlm.control.potential.built_in.engine._json_strings import hex_span
+    from genlm.control.engine._write_json_strings import hex_span
 
     rng = random.Random(0)
     for lo, hi in [(0, 0xFFFF), (0x20, 0x7E), (0xD7FF, 0xE000), (0x1234, 0x1234), (0xABC, 0xF00F)] + [
@@ -266,7 +266,7 @@ def edit(text: str, rng: random.Random) -> str:
 
 
 def pattern_text(a, rng: random.Random, edits: bool) -> str:
-    from genlm.control.potential.built_in.regex.syntax import parse_regex
+    from genlm.control.constraints.regex.syntax import parse_regex
 
     text = sample(parse_regex(a.pattern.regex), rng)
     return edit(text, rng) if edits and rng.random() < 0.7 else text
@@ -377,7 +377,7 @@ class CheckedBytes:
     recognizer's prefix language), over single bytes."""
 
     def __init__(self, schema):
-        source = _json_grammar(schema)
+        source = _write_json(schema)
         self.sup = llg.LLMatcher(byte_tokenizer(), grammar_text("lark", source.sup), log_level=0)
         self.sub = None if source.sub is None else llg.LLMatcher(
             byte_tokenizer(), grammar_text("lark", source.sub), log_level=0)
@@ -454,7 +454,7 @@ def tokenize(llm, data: bytes, rng: random.Random) -> list:
                                   "file-string_set", "file-not_string", "file-one_of_payment",
                                   "file-pattern_properties"])
 def test_default_rows_equal_the_generic_rows(llm, name):
-    from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+    from genlm.control.engine.guided import GuidedCoerced
 
     schema = {**CASES, **CHECKED}[name]
     fast = JsonSchema(schema).coerce(llm, f=b"".join)
@@ -513,7 +513,7 @@ def test_a_lead_byte_keeps_only_the_code_points_it_can_start():
 def test_integer_ranges_are_exactly_their_spellings(lo, hi):
     import re
 
-    from genlm.control.potential.built_in.engine._json_numbers import integer_regex
+    from genlm.control.engine._write_json_numbers import integer_regex
 
     r = re.compile(integer_regex(lo, hi))
     for n in range(-70000, 70000, 7):
@@ -533,7 +533,7 @@ def test_integer_ranges_are_exactly_their_spellings(lo, hi):
 def test_bounded_decimals_without_exponent_are_exactly_their_spellings(lo, lo_incl, hi, hi_incl):
     import re
 
-    from genlm.control.potential.built_in.engine._json_numbers import decimal_regex
+    from genlm.control.engine._write_json_numbers import decimal_regex
 
     lo, hi = (None if x is None else Decimal(x) for x in (lo, hi))
     text = decimal_regex(lo, lo_incl, hi, hi_incl)
@@ -561,7 +561,7 @@ def test_exponent_mantissas_are_those_some_exponent_brings_within(lo, lo_incl, h
     # sign decides; None where it does not (or no mantissa is in)
     import re
 
-    from genlm.control.potential.built_in.engine._json_numbers import exponent_mantissas
+    from genlm.control.engine._write_json_numbers import exponent_mantissas
 
     lo, hi = (None if x is None else Decimal(x) for x in (lo, hi))
     text = exponent_mantissas(lo, lo_incl, hi, hi_incl)
@@ -649,7 +649,7 @@ def test_rows_over_exponent_tokens_equal_the_generic_rows_everywhere(name):
     # included, are the generic path's, and so are `allowed_next` over the whole
     # vocabulary, `complete` and `prefix` of the context
     from genlm.control import PromptedLLM
-    from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+    from genlm.control.engine.guided import GuidedCoerced
 
     llm = PromptedLLM(_NumberTokens())
     schema = CHECKED[name]
@@ -680,8 +680,8 @@ def test_rows_over_exponent_tokens_equal_the_generic_rows_everywhere(name):
 
 def test_the_bounded_benchmark_numbers_take_the_gated_superset():
     for name in ["number-unit", "number-negative", "file-probability", "file-geo_point", "file-metrics"]:
-        assert _json_grammar(CHECKED[name]).gated, name
-    assert not _json_grammar(CHECKED["number-point"]).gated  # a single value: narrower than a decade
+        assert _write_json(CHECKED[name]).gated, name
+    assert not _write_json(CHECKED["number-point"]).gated  # a single value: narrower than a decade
 
 
 def test_a_spawned_checked_coercion_keeps_its_rows(llm):

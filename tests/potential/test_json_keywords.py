@@ -22,8 +22,8 @@ from jsonschema.validators import extend, validator_for
 from toys.json_engine import random_completion
 
 from genlm.control import JsonSchema
-from genlm.control.potential.built_in.engine._json_exact import engine_difference
-from genlm.control.potential.built_in.json_schema._json_format import format_checker
+from genlm.control.constraints.json_schema._json_format import format_checker
+from genlm.control.engine._json_exact import engine_difference
 from genlm.control.potential.coerce import Coerced
 
 NEG_INF = float("-inf")

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from genlm.control import JsonSchema
-from genlm.control.potential.built_in.json_schema import check_document
-from genlm.control.potential.built_in.json_schema._json_string import (
+from genlm.control.constraints.json_schema import check_document
+from genlm.control.constraints.json_schema._json_string import (
     Pattern,
     pattern_size,
     sre_parse,
@@ -82,7 +82,7 @@ async def test_id_relative_refs_resolve_inside_the_document():
 def test_the_validators_registry_refuses_to_retrieve():
     from referencing.exceptions import Unresolvable
 
-    from genlm.control.potential.built_in.json_schema._json_schema import Compiler
+    from genlm.control.constraints.json_schema._json_schema import Compiler
 
     check = Compiler({"type": "integer"}).validator.evolve(schema={"$ref": "http://127.0.0.1:9/x.json"})
     with pytest.raises(Unresolvable) as info:

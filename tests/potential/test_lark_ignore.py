@@ -11,7 +11,7 @@ import lark
 import pytest
 
 from genlm.control import WCFG, BoolCFG
-from genlm.control.potential.built_in.cfg import ignore_stop_bytes
+from genlm.control.constraints.cfg import ignore_stop_bytes
 
 GRAMMARS = {
     "line comments": (

@@ -185,10 +185,10 @@ def test_public_modules_export_only_public_names(module, names):
 
 
 def test_private_helpers_stay_importable_from_their_modules():
-    from genlm.control.potential.built_in.engine.route import engine_coerce
-    from genlm.control.potential.built_in.lm._llm_loading import load_model
-    from genlm.control.potential.built_in.lm.llm import load_model_by_name
-    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
+    from genlm.control.engine.route import engine_coerce
+    from genlm.control.lm._llm_loading import load_model
+    from genlm.control.lm.llm import load_model_by_name
+    from genlm.control.lm.token_maps import TokenMaps
 
     assert load_model_by_name is load_model
     assert callable(engine_coerce) and isinstance(TokenMaps, type)
@@ -220,7 +220,7 @@ def test_a_moved_module_is_its_old_path_in_a_fresh_interpreter():
     assert out.stdout.strip() == str([True] * len(MOVED))
     for old, new in MOVED.items():  # and here, where the new paths are loaded first
         assert importlib.import_module(f"{PACKAGE}.{old}") is importlib.import_module(f"{PACKAGE}.{new}")
-    from genlm.control.potential.built_in.fsa._fsa_regex import _next_bytes, compile_regex
-    from genlm.control.potential.built_in.regex.compile import utf8_next_bytes
+    from genlm.control.constraints.fsa._fsa_regex import _next_bytes, compile_regex
+    from genlm.control.constraints.regex.compile import utf8_next_bytes
 
     assert _next_bytes is utf8_next_bytes and compile_regex("ab").n_states == 3

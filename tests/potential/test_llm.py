@@ -408,7 +408,7 @@ def _no_transformers(monkeypatch):
     """Make every backend loader fail the test: the error must come before it."""
     from genlm.backend.llm import MockAsyncLM
 
-    from genlm.control.potential.built_in.lm import _hf_batch
+    from genlm.control.lm import _hf_batch
 
     def reached(*args, **kwargs):
         raise AssertionError("the backend loader was called")
@@ -433,7 +433,7 @@ def test_unknown_model_fails_at_once_when_offline(monkeypatch, backend):
 
 
 def test_unknown_model_fails_at_once_without_network(monkeypatch):
-    from genlm.control.potential.built_in.lm import _llm_loading
+    from genlm.control.lm import _llm_loading
 
     _no_transformers(monkeypatch)
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
@@ -445,7 +445,7 @@ def test_unknown_model_fails_at_once_without_network(monkeypatch):
 
 
 def test_a_cached_model_goes_to_the_loader(monkeypatch, tmp_path):
-    from genlm.control.potential.built_in.lm import _llm_loading
+    from genlm.control.lm import _llm_loading
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
@@ -456,7 +456,7 @@ def test_a_cached_model_goes_to_the_loader(monkeypatch, tmp_path):
 
 
 def test_hub_probe():
-    from genlm.control.potential.built_in.lm._llm_loading import _hub_reachable
+    from genlm.control.lm._llm_loading import _hub_reachable
 
     assert _hub_reachable("http://127.0.0.1:9", timeout=1.0) is False
 

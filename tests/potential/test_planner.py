@@ -13,11 +13,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
 from genlm.control import WFSA, BoolCFG, BoolFSA, CanonicalTokenization, JsonSchema, Potential  # noqa: E402
+from genlm.control.constraints.cfg._cfg_budget import CoercedCFG  # noqa: E402
+from genlm.control.constraints.fsa._fsa_coerce import CoercedDFA  # noqa: E402
+from genlm.control.constraints.json_schema._json_coerce import CoercedJson  # noqa: E402
+from genlm.control.engine.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
 from genlm.control.potential import fast_paths  # noqa: E402
-from genlm.control.potential.built_in.cfg._cfg_budget import CoercedCFG  # noqa: E402
-from genlm.control.potential.built_in.engine.guided import GuidedCoerced, GuidedConstraint  # noqa: E402
-from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA  # noqa: E402
-from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson  # noqa: E402
 from genlm.control.potential.coerce import Coerced, SymbolTrie  # noqa: E402
 from genlm.control.potential.planner import EngineSource, compile_for  # noqa: E402
 from genlm.control.weights import NEG_INF  # noqa: E402
@@ -107,7 +107,8 @@ def test_the_engine_potentials_declare_their_paths(llm):
     # the regex's coercion also counts the tokens left to acceptance (its automaton's)
     for p in (coerced, coerced.to_autobatched()):
         assert fast_paths.declared(p) == frozenset(want | {"tokens_to_finish"}), p
-    assert fast_paths.declared(llm) == frozenset()
+    assert fast_paths.declared(llm) == frozenset({"compiled_coercion"})  # the engine route
+    assert fast_paths.declared(llm.to_autobatched()) == frozenset({"compiled_coercion"})
     canonical = CanonicalTokenization.from_llm(llm)
     assert fast_paths.declared(canonical) == {"sparse_logw_next"}
     assert fast_paths.declared(canonical.to_autobatched()) == {"sparse_logw_next"}

@@ -1,6 +1,6 @@
 """The bounded caches behind the constraint potentials."""
 
-from genlm.control.potential.built_in._state_cache import PrefixStateCache, RowCache
+from genlm.control._state_cache import PrefixStateCache, RowCache
 
 
 def test_row_cache_makes_once_evicts_least_recently_used_and_peeks_without_making():

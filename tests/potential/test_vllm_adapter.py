@@ -232,7 +232,7 @@ async def test_lora_unknown_or_unsupported_is_a_clear_error(tokenizer):
 def test_from_name_vllm_builds_the_adapter_over_the_engine(tokenizer, monkeypatch):
     """`from_name(..., backend="vllm")` hands the name and `engine_opts` to
     `VLLMBackend.from_name` and wraps what it returns (the vllm package faked present)."""
-    from genlm.control.potential.built_in.lm import _llm_loading, _vllm
+    from genlm.control.lm import _llm_loading, _vllm
 
     seen = {}
 

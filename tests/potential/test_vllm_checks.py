@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from genlm.control.potential.built_in.lm._vllm import (
+from genlm.control.lm._vllm import (
     _hidden_from_kernel_scan,
     _unscannable,
     check_one_process,

@@ -256,8 +256,8 @@ SMALL_VOCAB = [b"a", b"ab", b"b", b"ba", b"c", b"", "é".encode(), "é".encode()
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("cls", [WFSA, BoolFSA])
 async def test_compiled_coercion_equals_the_trie_walk(pattern, cls):
+    from genlm.control.constraints.fsa._fsa_coerce import CoercedDFA
     from genlm.control.potential import Coerced
-    from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA
 
     fsa = _cached(cls, pattern)
     fast = fsa.coerce(SMALL_VOCAB, f=b"".join)
@@ -316,7 +316,7 @@ def _patterns():
 @settings(max_examples=150, deadline=None)
 @given(pattern=_patterns(), texts=st.lists(st.text(alphabet="abAB1 \né_", max_size=6), max_size=8))
 def test_compiled_dfa_agrees_with_re_on_random_patterns(pattern, texts):
-    from genlm.control.potential.built_in.regex.compile import compile_regex
+    from genlm.control.constraints.regex.compile import compile_regex
 
     try:
         dfa = compile_regex(pattern)

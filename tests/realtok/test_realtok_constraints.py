@@ -11,7 +11,7 @@ import pytest
 from toys.realtok_checks import random_texts
 
 from genlm.control import BoolCFG, BoolFSA, CanonicalTokenization, JsonSchema
-from genlm.control.potential.built_in.engine.guided import GuidedCoerced
+from genlm.control.engine.guided import GuidedCoerced
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF
 

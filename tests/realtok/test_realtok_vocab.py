@@ -9,7 +9,7 @@ import pytest
 from toys.real_tokenizers import reference_encoder
 from toys.realtok_checks import TEXTS, random_texts
 
-from genlm.control.potential.built_in.lm._text_encoding import continuation_encoder
+from genlm.control.lm._text_encoding import continuation_encoder
 
 
 def test_converted_tokenizer_encodes_like_the_original(real_llm, kind):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import psutil
 
 from genlm.control import AWRS, BoolFSA, PromptedLLM
-from genlm.control.potential.built_in._state_cache import PrefixStateCache, RowCache
+from genlm.control._state_cache import PrefixStateCache, RowCache
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

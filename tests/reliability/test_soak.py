@@ -5,7 +5,7 @@ drift and the 1000-run plateau: benchmarks/soak.py)."""
 import pytest
 from soak import all_caches, bounded_bytes, filling, rss_bytes, timed_runs, warm_up, workload
 
-from genlm.control.potential.built_in.lm._hf_batch import (
+from genlm.control.lm._hf_batch import (
     MIN_DEFAULT_CACHE_BYTES,
     default_cache_bytes,
 )

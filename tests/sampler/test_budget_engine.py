@@ -23,14 +23,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
 from genlm.control import AWRS, BoolCFG, JsonSchema, direct_token_sampler  # noqa: E402
-from genlm.control.horizon import using_horizon  # noqa: E402
-from genlm.control.potential import fast_paths  # noqa: E402
-from genlm.control.potential.built_in.cfg._cfg_budget import byte_classes  # noqa: E402
-from genlm.control.potential.built_in.engine.guided import GuidedCoerced  # noqa: E402
-from genlm.control.potential.built_in.json_schema._json_budget import (  # noqa: E402
+from genlm.control.constraints.cfg._cfg_budget import byte_classes  # noqa: E402
+from genlm.control.constraints.json_schema._json_budget import (  # noqa: E402
     mandated_bytes,
     mandated_weight,
 )
+from genlm.control.engine.guided import GuidedCoerced  # noqa: E402
+from genlm.control.horizon import using_horizon  # noqa: E402
+from genlm.control.potential import fast_paths  # noqa: E402
 from genlm.control.testing import enumerate_target  # noqa: E402
 
 LARK = r"""

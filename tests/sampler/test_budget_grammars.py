@@ -19,9 +19,9 @@ from toys import BigramLM
 from toys.core import budget_keeps_target
 
 from genlm.control import AWRS, BoolCFG, JsonSchema, direct_token_sampler
+from genlm.control.constraints.cfg._cfg_budget import ChartDistance
+from genlm.control.constraints.json_schema._json_budget import fewest_bytes
 from genlm.control.potential import fast_paths
-from genlm.control.potential.built_in.cfg._cfg_budget import ChartDistance
-from genlm.control.potential.built_in.json_schema._json_budget import fewest_bytes
 from genlm.control.testing import enumerate_target
 
 GRAMMAR = """

@@ -38,7 +38,7 @@ from toys import Searched, segmentations
 from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
 from genlm.control.embedded import EMBEDDED_MODEL
-from genlm.control.potential.built_in.engine._guided_engine import EngineVocab, mask_allowed
+from genlm.control.engine._guided_engine import EngineVocab, mask_allowed
 from genlm.control.testing import ExactTarget, enumerate_target
 
 PROMPT = "The value is"

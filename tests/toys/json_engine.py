@@ -10,7 +10,7 @@ import llguidance as llg
 import numpy as np
 
 from genlm.control import JsonSchema
-from genlm.control.potential.built_in.engine._guided_engine import _ByteTokens, grammar_text
+from genlm.control.engine._guided_engine import _ByteTokens, grammar_text
 
 EOS_ID = 256
 _TOKENIZER = []

@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
-from genlm.control.potential.built_in.lm._llm_loading import _vllm_importable  # noqa: E402
+from genlm.control.lm._llm_loading import _vllm_importable  # noqa: E402
 
 HAVE_VLLM = _vllm_importable()
 #: Engine options of every test engine.

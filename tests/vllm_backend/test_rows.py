@@ -39,7 +39,7 @@ def assert_rows_equal(got, want):
 
 
 async def test_backend_is_ours_with_rows_on_the_engine_device(vllm):
-    from genlm.control.potential.built_in.lm._vllm import VLLMBackend
+    from genlm.control.lm._vllm import VLLMBackend
 
     assert isinstance(vllm.model, VLLMBackend)
     rows = await vllm.model.batch_next_token_logprobs([[1, 2, 3], [4]])
@@ -202,7 +202,7 @@ def test_head_size_the_cpu_kernels_do_not_take_is_a_clear_error(tmp_path):
     import types
 
     from genlm.control.embedded import model_path
-    from genlm.control.potential.built_in.lm._vllm import _cpu_head_sizes, check_head_size
+    from genlm.control.lm._vllm import _cpu_head_sizes, check_head_size
 
     config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 4096,
               "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
@@ -218,7 +218,7 @@ def test_head_size_the_cpu_kernels_do_not_take_is_a_clear_error(tmp_path):
 
 
 def test_unknown_model_offline_is_a_clear_error(monkeypatch):
-    from genlm.control.potential.built_in.lm._llm_loading import ModelNotAvailableError
+    from genlm.control.lm._llm_loading import ModelNotAvailableError
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotAvailableError, match="not available offline"):

@@ -15,7 +15,7 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from genlm.control.potential.built_in._state_cache import RowCache
+from genlm.control._state_cache import RowCache
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import LazyWeights
 

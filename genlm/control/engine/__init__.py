@@ -3,9 +3,10 @@ token ids, and `engine_coerce`, the planner's route to it. Every translation int
 engine's terms lives here (`_translate`): a regex printed in the engine's syntax
 (`_guided_regex`), a Lark grammar checked and printed (`_lark_exact`,
 `_lark_lower`), a schema compared with the JSON whitelist (`_json_exact`) or written as the Lark
-grammar of exactly its documents (`_json_grammar`, numbers in `_json_numbers`).
+grammar of exactly its documents (`_write_json`, numbers in `_write_json_numbers`).
 
-Depends on `lm` (token maps), `cfg` (the Lark reader), `json_schema` (the schema
-guard) and `regex`, never the reverse: `PromptedLLM.constrain` reaches this package
-through one late import. Submodules are imported on demand.
+Depends on `constraints/` (`cfg`'s Lark reader, `json_schema`'s schema guard and
+compiled schema, `regex`) and on the algebra, never on `lm/`: a model hands the engine
+its token maps (any object with the `TokenVocabulary` attributes), and
+`PromptedLLM.compiled_coercion` is the route the planner asks for. Submodules are imported on demand.
 """

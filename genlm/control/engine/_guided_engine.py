@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import weakref
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from genlm.control._device import is_tensor
-from genlm.control.potential.built_in.engine._guided_regex import ascii_classes
+from genlm.control.engine._guided_regex import ascii_classes
 from genlm.control.weights import NEG_INF
 
 Kind = Literal["regex", "lark", "json_schema"]
@@ -89,6 +89,20 @@ class EngineVocab:
 
 
 _VOCABS: "weakref.WeakKeyDictionary[Any, EngineVocab]" = weakref.WeakKeyDictionary()
+
+
+@runtime_checkable
+class TokenVocabulary(Protocol):
+    """What the engine reads of a language model's tokens (`lm.token_maps.TokenMaps`
+    has it): the bytes of each token id (`decode`), the ids that end a sequence
+    (`eos_idxs`), the potential's index tables (`tables`), and a context's ids
+    (`context_ids`). The model hands it over; the engine never imports `lm/`."""
+
+    decode: Any
+    eos_idxs: Any
+    tables: Any
+
+    def context_ids(self, context: Any) -> Any: ...
 
 
 def engine_vocab(token_maps: Any) -> EngineVocab:
@@ -283,6 +297,7 @@ def _unpacking(vocab: EngineVocab, device: Any) -> tuple:
 
 
 __all__ = [
+    "TokenVocabulary",
     "EngineVocab",
     "mask_allowed",
     "KINDS",

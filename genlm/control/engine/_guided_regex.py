@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from genlm.control.potential.built_in.regex.syntax import MAX_CHAR, parse_regex
-from genlm.control.potential.built_in.regex.syntax import complement as _complement
+from genlm.control.constraints.regex.syntax import MAX_CHAR, parse_regex
+from genlm.control.constraints.regex.syntax import complement as _complement
 
 
 def _char(c: int) -> str:

@@ -4,7 +4,7 @@ Two shapes of schema have no grammar of exactly their documents, yet the engine 
 serve them exactly:
 
 - a `number` with bounds other than a lower bound of 0 (not regular once the
-  exponent is free, `_json_numbers`): the grammar is written twice, `sub` (bounded
+  exponent is free, `_write_json_numbers`): the grammar is written twice, `sub` (bounded
   numbers spelled without an exponent, a subset of the documents) and `sup` (plus
   every spelling with an exponent, a superset). Every prefix of `sub` is a prefix of
   a document and every prefix of a document is a prefix of `sup`; so a token in
@@ -12,7 +12,7 @@ serve them exactly:
   the two masks (those that write an exponent in a bounded number, a few) are
   checked exactly, on `JsonSchema`'s recognizer. Where the bounds decide by sign
   which mantissas some exponent brings within them (a range holding 0, or a decade
-  wide: `_json_numbers.exponent_mantissas`), `sup` is "gated": exact on every
+  wide: `_write_json_numbers.exponent_mantissas`), `sup` is "gated": exact on every
   spelling without an exponent. Then, where the context is in `sub`'s prefixes and
   does not end inside an exponent, `sup`'s one mask is exact except on the tokens
   that write an exponent's mark (a digit then `e`/`E`, or `e`/`E` after the
@@ -43,8 +43,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.potential.built_in.engine._guided_engine import fill_masks
-from genlm.control.potential.built_in.engine.guided import GuidedConstraint
+from genlm.control.engine._guided_engine import fill_masks
+from genlm.control.engine.guided import GuidedConstraint
 from genlm.control.weights import NEG_INF
 
 NUMBER_BYTES = frozenset(b"0123456789.eE+-")
@@ -68,7 +68,7 @@ class CheckedSource(NamedTuple):
     """The engine grammars of a schema served with checks: `sup` (a superset of the
     prefixes, exact where `sub` is None) and `sub` (a subset, or None); `gated`:
     `sup` is exact on every spelling of its numbers without an exponent (mode
-    "gated" of `_json_numbers.number_regex`)."""
+    "gated" of `_write_json_numbers.number_regex`)."""
 
     sup: str
     sub: str | None

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from genlm.control.potential.built_in.json_schema import ANNOTATIONS
+from genlm.control.constraints.json_schema import ANNOTATIONS
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 ARRAY_KEYWORDS = ("type", "items", "minItems", "maxItems") + BOUNDS

@@ -37,13 +37,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from genlm.control.potential.built_in.cfg import (
+from genlm.control.constraints.cfg import (
     LarkGrammar,
     ignore_blocks_are_plain,
     ignore_stop_bytes,
 )
-from genlm.control.potential.built_in.engine._guided_regex import engine_regex
-from genlm.control.potential.built_in.engine._lark_lower import (
+from genlm.control.constraints.regex.compile import compile_regex
+from genlm.control.engine._guided_regex import engine_regex
+from genlm.control.engine._lark_lower import (
     MAX_LOWERED_STATES,
     ByteClass,
     Lowering,
@@ -52,7 +53,6 @@ from genlm.control.potential.built_in.engine._lark_lower import (
     factor,
     lowerable,
 )
-from genlm.control.potential.built_in.regex.compile import compile_regex
 
 CHECK_BUDGET = 50_000  # product-automaton states explored before giving up (not proven)
 MAX_ROUNDS = 24  # checks, each after lowering the terminals of one clash

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from genlm.control.potential.built_in.engine._guided_regex import emit
+from genlm.control.engine._guided_regex import emit
 
 MAX_LOWERED_STATES = 2_000  # automaton states lowered in all, beyond which the grammar is not proven
 

@@ -12,7 +12,7 @@ schema); this module is the one place that translates it:
   (`_lark_exact.engine_lark`);
 - a schema is compared with the whitelist of shapes where the engine's documents are
   `JsonSchema`'s (`_json_exact.engine_difference`); off the list, its compiled form
-  is written as a Lark grammar of exactly its documents (`_json_grammar`) and goes
+  is written as a Lark grammar of exactly its documents (`_write_json`) and goes
   through the Lark translation, so the engine gets a grammar (kind "lark") whose
   language is proven `JsonSchema`'s; where a grammar only bounds the language (a
   bounded `number`; a schema read as a superset on prefixes), the grammars go with
@@ -55,7 +55,7 @@ def engine_terms(form: Any, exact: bool = True) -> EngineTerms:
     if kind == "json_schema":
         why = form.inexact or _json_difference(source)
         if exact and why is not None and form.inexact is None:
-            grammar = _json_grammar(source)
+            grammar = _write_json(source)
             if grammar is not None:
                 return EngineTerms(grammar, None, "lark" if isinstance(grammar, str) else "json_checked")
         return EngineTerms(source, why)
@@ -64,8 +64,8 @@ def engine_terms(form: Any, exact: bool = True) -> EngineTerms:
 
 def _regex(pattern: Any) -> EngineTerms:
     """The pattern printed from our parse tree, or None with our reader's refusal."""
-    from genlm.control.potential.built_in.engine._guided_regex import emit
-    from genlm.control.potential.built_in.regex.syntax import parse_regex
+    from genlm.control.constraints.regex.syntax import parse_regex
+    from genlm.control.engine._guided_regex import emit
 
     try:
         return EngineTerms(emit(parse_regex(pattern)), None)
@@ -74,12 +74,12 @@ def _regex(pattern: Any) -> EngineTerms:
 
 
 def _lark(text: Any, parsed: Any) -> EngineTerms:
-    from genlm.control.potential.built_in.engine._lark_exact import engine_lark
+    from genlm.control.engine._lark_exact import engine_lark
 
     if parsed is None:
         if not isinstance(text, str):
             return EngineTerms(None, f"a Lark grammar must be a str, got {type(text).__name__}")
-        from genlm.control.potential.built_in.cfg import read_lark
+        from genlm.control.constraints.cfg import read_lark
 
         try:
             parsed = read_lark(text)
@@ -90,7 +90,7 @@ def _lark(text: Any, parsed: Any) -> EngineTerms:
 
 
 def _json_difference(schema: Any) -> Any:
-    from genlm.control.potential.built_in.engine._json_exact import engine_difference
+    from genlm.control.engine._json_exact import engine_difference
 
     if isinstance(schema, str):
         try:
@@ -102,10 +102,10 @@ def _json_difference(schema: Any) -> Any:
     return engine_difference(schema)
 
 
-def _json_grammar(schema: Any) -> Any:
+def _write_json(schema: Any) -> Any:
     """The engine grammar of exactly `schema`'s documents (a str), or the grammars
     that bound them (a `CheckedSource`), or None where none is written or proven
-    (see `_json_grammar`; the whitelist's reason then stands).
+    (see `_write_json`; the whitelist's reason then stands).
     Kept per schema (its JSON text), since the proof costs up to seconds."""
     if isinstance(schema, str):
         try:
@@ -133,13 +133,13 @@ def _written(schema: Any) -> Any:
     """The proven grammar (a str), or a `CheckedSource` (grammars bounding the
     language, served with exact checks: a bounded number, or a schema read as a
     superset on prefixes), or None."""
-    from genlm.control.potential.built_in.engine._json_checked import CheckedSource
-    from genlm.control.potential.built_in.engine._json_grammar import (
+    from genlm.control.constraints.json_schema import compile_schema
+    from genlm.control.engine._json_checked import CheckedSource
+    from genlm.control.engine._write_json import (
         NeedsCheck,
         Unwritable,
         schema_grammar,
     )
-    from genlm.control.potential.built_in.json_schema import compile_schema
 
     try:
         compiled = compile_schema(schema)

@@ -28,7 +28,7 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
   every spelling without an exponent (the spellings without exponent within the
   bounds, plus those mantissas with any exponent);
 - a string with a `pattern` or a checked `format`: the JSON spellings of the
-  strings of its regex (`_json_strings`);
+  strings of its regex (`_write_json_strings`);
 - `true`, `false`, `null` as written;
 - an object: members in any order; a key is compared by its decoded text; a name
   declared in `properties` or `required` appears at most once (its value is its
@@ -54,13 +54,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from genlm.control.potential.built_in.engine._json_numbers import (
-    NeedsCheck,
-    Unwritable,
-    number_regex,
-)
-from genlm.control.potential.built_in.engine._json_strings import pattern_regex
-from genlm.control.potential.built_in.json_schema import (
+from genlm.control.constraints.json_schema import (
     SIMPLE_ESCAPES,
     Arr,
     Lit,
@@ -69,6 +63,12 @@ from genlm.control.potential.built_in.json_schema import (
     Obj,
     Str,
 )
+from genlm.control.engine._write_json_numbers import (
+    NeedsCheck,
+    Unwritable,
+    number_regex,
+)
+from genlm.control.engine._write_json_strings import pattern_regex
 
 MAX_NAMES = 6  # declared names of one object: 2**MAX_NAMES rules
 MAX_NAMES_OPEN = 4  # ... of one that takes other keys too (its lexing check costs seconds beyond)
@@ -82,7 +82,7 @@ _ESCAPE_OF = {v: k for k, v in SIMPLE_ESCAPES.items()}
 def schema_grammar(root: Node, mode: str = "exact") -> str:
     """The Lark grammar of the documents of `root` (see the module docstring); with
     `mode` "sub", "sup" or "gated", bounded numbers as the subset or supersets of
-    their spellings that `_json_numbers.number_regex` writes in that mode.
+    their spellings that `_write_json_numbers.number_regex` writes in that mode.
 
     Raises:
         NeedsCheck: (mode "exact") a bounded number: try the modes "sub" and "sup"

@@ -1,4 +1,4 @@
-"""JSON numbers as regexes of their spellings, for the JSON grammar (`_json_grammar`).
+"""JSON numbers as regexes of their spellings, for the JSON grammar (`_write_json`).
 
 An integer range is a regular set of spellings (`-?(0|[1-9][0-9]*)`, `-0` being 0),
 written digit by digit; a `number` is regular without bounds and with the lower
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-from genlm.control.potential.built_in.json_schema import Num
+from genlm.control.constraints.json_schema import Num
 
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = INTEGER + r"(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?"

@@ -18,9 +18,9 @@ A pattern beside a length bound, and an intersection (a `pattern` with a
 
 from __future__ import annotations
 
-from genlm.control.potential.built_in.engine._guided_regex import emit
-from genlm.control.potential.built_in.engine._json_numbers import Unwritable
-from genlm.control.potential.built_in.json_schema import SIMPLE_ESCAPES
+from genlm.control.constraints.json_schema import SIMPLE_ESCAPES
+from genlm.control.engine._guided_regex import emit
+from genlm.control.engine._write_json_numbers import Unwritable
 
 MAX_CP = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -138,7 +138,7 @@ def pattern_regex(pattern) -> str:
     Raises:
         Unwritable: the pattern is an intersection (no regex of its own).
     """
-    from genlm.control.potential.built_in.regex.syntax import parse_regex
+    from genlm.control.constraints.regex.syntax import parse_regex
 
     if getattr(pattern, "regex", None) is None:
         raise Unwritable("a string with both a pattern and a format")

@@ -13,13 +13,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
-from genlm.control.horizon import tokens_left
-from genlm.control.potential import fast_paths
-from genlm.control.potential.base import Potential
-from genlm.control.potential.built_in._recognizer import CachedRecognizer
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
-from genlm.control.potential.built_in.engine._guided_engine import (
+from genlm.control._state_cache import PrefixStateCache
+from genlm.control.constraints.recognizer import CachedRecognizer
+from genlm.control.constraints.regex.syntax import parse_regex
+from genlm.control.engine._guided_engine import (
     KINDS,
+    TokenVocabulary,
     compile_grammar,
     engine_vocab,
     fill_masks,
@@ -27,21 +26,21 @@ from genlm.control.potential.built_in.engine._guided_engine import (
     mask_rows,
     new_matcher,
 )
-from genlm.control.potential.built_in.engine._guided_regex import emit
-from genlm.control.potential.built_in.regex.syntax import parse_regex
+from genlm.control.engine._guided_regex import emit
+from genlm.control.horizon import tokens_left
+from genlm.control.potential import fast_paths
+from genlm.control.potential.base import Potential
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
 
 logger = logging.getLogger(__name__)
 
 
-# `TokenMaps` is imported late because `lm.token_maps` loads torch (≈2 s), which a
-# coerce onto a vocabulary that is not a model's (the planner imports this module) never needs.
 def _token_maps(llm: Any) -> Any:
-    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
-
-    maps = llm if isinstance(llm, TokenMaps) else getattr(llm, "token_maps", None)
-    if not isinstance(maps, TokenMaps):
+    """The token vocabulary of `llm` (a `PromptedLLM`'s `token_maps`), or `llm` itself
+    when it is one (`TokenVocabulary`: the engine reads a model's tokens, never its module)."""
+    maps = getattr(llm, "token_maps", llm)
+    if not isinstance(maps, TokenVocabulary):
         raise TypeError(
             f"a guided constraint needs a PromptedLLM (or its TokenMaps), got {type(llm).__name__}"
         )
@@ -152,7 +151,7 @@ class GuidedConstraint(CachedRecognizer):
         """Token sequences whose bytes are a JSON document valid under `schema`, as the
         engine writes them (properties in declaration order; see the docs). The schema
         is checked as `JsonSchema` checks it first (JSON data, size limits, local `$ref`s)."""
-        from genlm.control.potential.built_in.json_schema import check_document
+        from genlm.control.constraints.json_schema import check_document
 
         if not isinstance(schema, str):
             check_document(schema)

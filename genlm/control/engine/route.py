@@ -8,14 +8,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from genlm.control.engine._guided_engine import TokenVocabulary
+from genlm.control.engine._json_checked import checked_constraint
+from genlm.control.engine._translate import engine_terms
+from genlm.control.engine.guided import GuidedCoerced, GuidedConstraint
 from genlm.control.potential.base import Potential
-from genlm.control.potential.built_in.engine._json_checked import checked_constraint
-from genlm.control.potential.built_in.engine._translate import engine_terms
-from genlm.control.potential.built_in.engine.guided import GuidedCoerced, GuidedConstraint
 from genlm.control.potential.coerce import is_join
 
 # the logger docs/constraint-engines.md names for every engine decision
-logger = logging.getLogger("genlm.control.potential.built_in.engine.guided")
+logger = logging.getLogger("genlm.control.engine.guided")
 
 
 def engine_coerce(
@@ -67,9 +68,7 @@ def engine_coerce(
 
 
 def _unfit(other: Any, f: Any) -> str | None:
-    from genlm.control.potential.built_in.lm.token_maps import TokenMaps
-
-    if not isinstance(getattr(other, "token_maps", None), TokenMaps):
+    if not isinstance(getattr(other, "token_maps", other), TokenVocabulary):
         return "the target is not a PromptedLLM token vocabulary"
     if not is_join(f, (b"",)):
         return 'f is not b"".join'

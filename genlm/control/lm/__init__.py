@@ -10,6 +10,6 @@ Submodules are imported on demand; the public names are exported lazily by
 def vllm_importable() -> bool:
     """Whether the vllm package can be imported here, found without importing it,
     torch or transformers (the command line asks before the model stack loads)."""
-    from genlm.control.potential.built_in.lm._llm_loading import _vllm_importable
+    from genlm.control.lm._llm_loading import _vllm_importable
 
     return _vllm_importable()

@@ -31,8 +31,8 @@ import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
-from genlm.control.potential.built_in.lm._kv_cache import KV, Block, PrefixCache, tensor_bytes
-from genlm.control.potential.built_in.lm._threads import (
+from genlm.control.lm._kv_cache import KV, Block, PrefixCache, tensor_bytes
+from genlm.control.lm._threads import (
     SMALL_MODEL_PARAMS,
     default_threads,
     intra_op_threads,

@@ -59,12 +59,12 @@ def load_model(name: str, backend: str | None = None, **kwargs) -> AsyncLM:
 
     try:
         if backend == "hf":
-            from genlm.control.potential.built_in.lm._hf_batch import CachedTransformer
+            from genlm.control.lm._hf_batch import CachedTransformer
 
             return CachedTransformer.from_name(path, **kwargs)
         if backend == "mock":
             return MockAsyncLM.from_name(path, **kwargs)
-        from genlm.control.potential.built_in.lm._vllm import VLLMBackend
+        from genlm.control.lm._vllm import VLLMBackend
 
         return VLLMBackend.from_name(path, **kwargs)
     except (OSError, ValueError) as exc:

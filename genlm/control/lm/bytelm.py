@@ -149,7 +149,7 @@ class ByteLLM(Potential):
 
         `backend` and `**kwargs` are as for `PromptedLLM.from_name`.
         """
-        from genlm.control.potential.built_in.lm._llm_loading import load_model
+        from genlm.control.lm._llm_loading import load_model
 
         return cls(load_model(name, backend, **kwargs), beam_params, cache_size=cache_size)
 

@@ -8,9 +8,9 @@ from typing import Any, Sequence
 import numpy as np
 import regex
 
+from genlm.control._state_cache import RowCache
+from genlm.control.lm._text_encoding import component_spec, continuation_encoder
 from genlm.control.potential.base import Potential, SparseLogws
-from genlm.control.potential.built_in._state_cache import RowCache
-from genlm.control.potential.built_in.lm._text_encoding import component_spec, continuation_encoder
 from genlm.control.potential.tables import VocabTables
 from genlm.control.weights import NEG_INF, LazyWeights
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from genlm.control.embedded import model_path
 from genlm.control.embedded.gpt2 import Cache, TinyGPT2
-from genlm.control.potential.built_in.lm._hf_batch import CachedTransformer
+from genlm.control.lm._hf_batch import CachedTransformer
 
 
 class EmbeddedTransformer(CachedTransformer):
@@ -49,7 +49,7 @@ def uses_embedded_forward(backend: str | None) -> bool:
     places the model on the GPU)."""
     import torch
 
-    from genlm.control.potential.built_in.lm._llm_loading import _vllm_usable
+    from genlm.control.lm._llm_loading import _vllm_usable
 
     if backend is None:
         backend = "vllm" if _vllm_usable() else "hf"
@@ -61,7 +61,7 @@ def load_embedded(backend: str | None = None, **kwargs) -> Any:
     it: an `EmbeddedTransformer` where `uses_embedded_forward(backend)`, else
     `load_model`'s."""
     from genlm.control.embedded import EMBEDDED_MODEL
-    from genlm.control.potential.built_in.lm._llm_loading import load_model
+    from genlm.control.lm._llm_loading import load_model
 
     if not uses_embedded_forward(backend):
         return load_model(EMBEDDED_MODEL, backend, **kwargs)

@@ -13,17 +13,16 @@ from genlm.backend.tokenization.token import Token
 
 from genlm.control._device import to_host
 from genlm.control._held import HeldByRuns
-from genlm.control.potential.base import Potential
-from genlm.control.potential.built_in.lm._llm_loading import (
+from genlm.control.lm._llm_loading import (
     _check_lora,
     _default_eos,
     _max_positions,
     _start_id,
     load_model,
 )
-from genlm.control.potential.built_in.lm._text_encoding import continuation_encoder
-from genlm.control.potential.built_in.lm._threads import intra_op_threads
-from genlm.control.potential.built_in.lm.token_maps import (
+from genlm.control.lm._text_encoding import continuation_encoder
+from genlm.control.lm._threads import intra_op_threads
+from genlm.control.lm.token_maps import (
     TokenMaps,
     build_token_maps,
     check_prompt_ids,
@@ -33,6 +32,7 @@ from genlm.control.potential.built_in.lm.token_maps import (
     next_token_rows,
     temper,
 )
+from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
 
 _INHERIT: Any = object()  # spawn(): keep the parent's value
@@ -450,9 +450,8 @@ class PromptedLLM(Potential, HeldByRuns):
         Raises:
             ValueError: not exactly one grammar, or one the engine rejects (its message).
         """
-        # The one import from lm/ into engine/ (engine/ depends on lm/'s token maps, never
-        # the reverse at module load), so it is late; tests/potential/test_layout.py checks it.
-        from genlm.control.potential.built_in.engine.guided import GuidedConstraint
+        # engine/ loads llguidance: imported on first use (lm/ sits above engine/).
+        from genlm.control.engine.guided import GuidedConstraint
 
         grammars = {"regex": regex, "lark": lark, "json_schema": json_schema}
         given = {k: v for k, v in grammars.items() if v is not None}
@@ -465,6 +464,19 @@ class PromptedLLM(Potential, HeldByRuns):
             "json_schema": GuidedConstraint.from_json_schema,
         }[kind]
         return build(self, source, cache_size=cache_size)
+
+    def compiled_coercion(self, constraint: Any, f: Any, engine: bool | None, form: Any):
+        """The compiled token-mask route of `constraint.coerce(self, f, engine=engine)`
+        (`fast_paths.CompiledCoercion`): this model hands its token maps to the engine,
+        which serves `form` (the constraint's `EngineSource`) or returns None for the
+        generic path.
+
+        Raises:
+            ValueError: `engine=True` and the engine cannot serve the constraint.
+        """
+        from genlm.control.engine.route import engine_coerce
+
+        return engine_coerce(constraint, self.token_maps, f, engine, form)
 
     def __repr__(self) -> str:
         return (

@@ -155,6 +155,10 @@ class AutoBatchedPotential(Potential):
     def engine_source(self) -> Any:
         return self.potential.engine_source()
 
+    @property
+    def compiled_coercion(self) -> Any:  # type: ignore[override]
+        return self.potential.compiled_coercion
+
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Any:
         return self.potential.generic_coercion(other, f, prune, homomorphic, trie)
 

@@ -196,6 +196,10 @@ class Potential(ABC):
     #: `async batch_tokens_to_finish(contexts)`: per next token, a lower bound on the
     #: tokens still needed to end (`fast_paths.TokensToFinish`). None: not offered.
     batch_tokens_to_finish: Any = None
+    #: `compiled_coercion(constraint, f, engine, form)`: this potential, as a coercion
+    #: target, serves a byte-level constraint with a compiled token-mask engine
+    #: (`fast_paths.CompiledCoercion`; a language model offers it). None: not offered.
+    compiled_coercion: Any = None
 
     def rows_class(self) -> type:
         """The class whose methods compute this potential's `logw_next` rows: its own

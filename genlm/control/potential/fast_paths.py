@@ -15,6 +15,7 @@ attributes or unwraps wrappers:
 | `BatchAllowed` | defining `async batch_allowed` | `batch_allowed(p)` |
 | `TokenTrie` | a `token_trie` that is not None | `token_trie(p)` |
 | `TokensToFinish` | defining `async batch_tokens_to_finish` | `tokens_to_finish(p)` |
+| `CompiledCoercion` | defining `compiled_coercion` | `compiled_coercion(p)` |
 
 The protocols type what a declared path offers; they are not checked with
 `isinstance`, which would find every `Potential` (the base class names each path,
@@ -129,6 +130,20 @@ class TokensToFinish(Protocol):
     async def batch_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray: ...
 
 
+class CompiledCoercion(Protocol):
+    """A coercion target that offers the compiled token-mask route (a language model
+    over token ids offers it; the algebra never imports the engine):
+
+        compiled_coercion(constraint, f, engine, form).prefix(xs) == constraint.prefix(f(xs))
+
+    where it returns a potential at all: None sends `constraint.coerce(self, f)` down the
+    generic path. `form` is the constraint's `EngineSource`; `engine` is the `engine=`
+    of `coerce` (None: only where the engine's language is the constraint's; True:
+    required, a `ValueError` where the engine cannot serve it)."""
+
+    def compiled_coercion(self, constraint: Any, f: Any, engine: bool | None, form: Any) -> Any: ...
+
+
 def carrier(potential: "Potential") -> CarriesStates | None:
     """`potential` when it declares `stateful`, else None."""
     return potential if potential.stateful else None
@@ -178,6 +193,16 @@ def tokens_to_finish(potential: "Potential") -> TokensToFinish | None:
     return _callable_or_none(potential, "batch_tokens_to_finish", potential.batch_tokens_to_finish)
 
 
+def compiled_coercion(target: Any) -> Any:
+    """`target.compiled_coercion` when the coercion target offers the route, else None
+    (a target that is no `Potential`, e.g. a plain vocabulary, offers none).
+
+    Raises:
+        TypeError: a `compiled_coercion` that is set but not callable.
+    """
+    return _callable_or_none(target, "compiled_coercion", getattr(target, "compiled_coercion", None))
+
+
 def _callable_or_none(potential: "Potential", name: str, method: Any) -> Any:
     if method is not None and not callable(method):
         raise TypeError(
@@ -212,6 +237,7 @@ def declared(potential: "Potential") -> frozenset[str]:
         "batch_allowed": batch_allowed(potential) is not None,
         "token_trie": token_trie(potential) is not None,
         "tokens_to_finish": tokens_to_finish(potential) is not None,
+        "compiled_coercion": compiled_coercion(potential) is not None,
     }
     return frozenset(name for name, yes in offered.items() if yes)
 
@@ -221,6 +247,7 @@ __all__ = [
     "BatchAllowed",
     "CarriesStates",
     "CheapLogwNext",
+    "CompiledCoercion",
     "SparseLogwNext",
     "TokenTrie",
     "TokensToFinish",
@@ -228,6 +255,7 @@ __all__ = [
     "batch_allowed",
     "carrier",
     "cheap_logw_next",
+    "compiled_coercion",
     "declared",
     "sparse_logw_next",
     "token_trie",

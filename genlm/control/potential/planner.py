@@ -7,8 +7,10 @@ engines compute it:
   an engine form (`Potential.engine_source`: a `BoolFSA.from_regex`, a
   `BoolCFG.from_lark`, a `JsonSchema`) coerced onto a `PromptedLLM` through
   `b"".join`, where the engine's language is the constraint's. The constraint
-  states its raw source; engine/ translates it into the engine's terms and decides
-  exactness (`engine_coerce`; the rules are in docs/constraint-engines.md);
+  states its raw source; the coercion target offers the route
+  (`fast_paths.compiled_coercion`: `PromptedLLM.compiled_coercion`, which hands its
+  token maps to `genlm.control.engine`); the engine translates the source into its
+  terms and decides exactness (the rules are in docs/constraint-engines.md);
 - the generic path otherwise (`Potential.generic_coercion`: `Coerced`, or a
   subclass that computes the same values faster, such as `CoercedDFA`).
 
@@ -18,7 +20,10 @@ where the languages may differ), `False` never takes it.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+from genlm.control.potential import fast_paths
 
 if TYPE_CHECKING:  # pragma: no cover
     from genlm.control.potential.base import Potential
@@ -67,14 +72,28 @@ def compile_for(
     if engine is not False:
         found = potential.engine_source()
         if found is not None:
-            from genlm.control.potential.built_in.engine.route import engine_coerce
-
-            fast = engine_coerce(potential, other, f, engine, found)
-            if fast is not None:
-                return fast
+            route = fast_paths.compiled_coercion(other)
+            if route is not None:
+                fast = route(potential, f, engine, found)
+                if fast is not None:
+                    return fast
+            else:
+                _no_route(found.kind, engine)
         elif engine:
             raise ValueError(f"engine=True needs {potential.engine_form}")
     return potential.generic_coercion(other, f, prune, homomorphic, trie)
+
+
+# the logger docs/constraint-engines.md names for every engine decision
+logger = logging.getLogger("genlm.control.engine.guided")
+
+
+def _no_route(kind: str, engine: bool | None) -> None:
+    """The decision where the coercion target offers no compiled route."""
+    reason = "the target is not a PromptedLLM token vocabulary"
+    if engine:
+        raise ValueError(f"engine=True, but the compiled engine cannot serve this {kind}: {reason}")
+    logger.debug("coerce: the %s constraint takes the generic path: %s", kind, reason)
 
 
 __all__ = ["EngineSource", "compile_for"]

@@ -9,7 +9,7 @@ exported here, lazily; the potentials are exported lazily by
 
 from genlm.control._lazy import lazy_exports
 
-_LARK = "genlm.control.potential.built_in.cfg._cfg_lark"
+_LARK = "genlm.control.constraints.cfg._cfg_lark"
 _EXPORTS = {
     "LarkGrammar": _LARK,
     "read_lark": _LARK,

@@ -33,8 +33,8 @@ from typing import Any, Sequence
 import numpy as np
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 
+from genlm.control._state_cache import RowCache
 from genlm.control.horizon import tokens_left
-from genlm.control.potential.built_in._state_cache import RowCache
 from genlm.control.potential.coerce import Coerced
 
 INF = float("inf")

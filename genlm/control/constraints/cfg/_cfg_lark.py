@@ -27,13 +27,13 @@ import lark
 import numpy as np
 from lark.load_grammar import GrammarBuilder, _get_mangle, stdlib_loader
 
-from genlm.control.potential.built_in.regex.compile import (
+from genlm.control.constraints.regex.compile import (
     MAX_STATES,
     ByteDFA,
     compile_regex,
     literal_dfa,
 )
-from genlm.control.potential.built_in.regex.syntax import parse_regex
+from genlm.control.constraints.regex.syntax import parse_regex
 
 if TYPE_CHECKING:  # genlm.grammar is imported on use: it takes seconds, and reading
     from genlm.grammar import CFG  # a grammar (`read_lark`) does not need it

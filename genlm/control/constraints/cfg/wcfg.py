@@ -9,11 +9,11 @@ from genlm.grammar import CFG, Boolean, Earley, Float
 from genlm.grammar.cfglm import EOS as GRAMMAR_EOS
 from genlm.grammar.cfglm import add_EOS
 
-from genlm.control.potential.built_in._recognizer import CachedRecognizer
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
-from genlm.control.potential.built_in.cfg._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
-from genlm.control.potential.built_in.fsa.wfsa import BYTE_VOCAB, check_byte_context
-from genlm.control.potential.built_in.regex.automaton import N_BYTES, weight_to_float
+from genlm.control._state_cache import PrefixStateCache
+from genlm.control.constraints.cfg._cfg_lark import BYTE_SYMBOLS, lark_to_cfg, read_lark
+from genlm.control.constraints.fsa.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.constraints.recognizer import CachedRecognizer
+from genlm.control.constraints.regex.automaton import N_BYTES, weight_to_float
 from genlm.control.potential.coerce import Coerced
 from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights
@@ -205,7 +205,7 @@ class WCFG(CachedRecognizer):
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """`Coerced` by Earley over bytes, with a bound on the tokens left to a complete
         document (`CoercedCFG`); the parser is built now (or fails on size)."""
-        from genlm.control.potential.built_in.cfg._cfg_budget import CoercedCFG
+        from genlm.control.constraints.cfg._cfg_budget import CoercedCFG
 
         _ = self.model
         return CoercedCFG(self, other, f, prune=prune, homomorphic=homomorphic, trie=trie)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from genlm.control.potential.built_in.regex.automaton import N_BYTES, weight_to_float
+from genlm.control.constraints.regex.automaton import N_BYTES, weight_to_float
 
 if TYPE_CHECKING:  # scipy is imported on use: it costs a quarter second, and a
     import scipy.sparse as sp  # regex that fails to parse never needs it

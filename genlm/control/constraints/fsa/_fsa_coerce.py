@@ -21,9 +21,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from genlm.control.potential.built_in._state_cache import RowCache
-from genlm.control.potential.built_in._state_rows import StateRowCoerced
-from genlm.control.potential.built_in.fsa._fsa_budget import TokenDistances, byte_distances
+from genlm.control._state_cache import RowCache
+from genlm.control.constraints._state_rows import StateRowCoerced
+from genlm.control.constraints.fsa._fsa_budget import TokenDistances, byte_distances
 from genlm.control.weights import NEG_INF
 
 _FEW = 8  # up to this many tokens (and no cached row), `allowed_next` walks their bytes

@@ -8,15 +8,15 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.potential.built_in._recognizer import CachedRecognizer
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
-from genlm.control.potential.built_in.fsa._fsa_arrays import (
+from genlm.control._state_cache import PrefixStateCache
+from genlm.control.constraints.fsa._fsa_arrays import (
     N_BYTES,
     ByteAutomaton,
     compile_wfsa,
     dfa_automaton,
 )
-from genlm.control.potential.built_in.regex.compile import (
+from genlm.control.constraints.recognizer import CachedRecognizer
+from genlm.control.constraints.regex.compile import (
     MAX_STATES,
     ByteDFA,
     compile_regex,
@@ -237,7 +237,7 @@ class WFSA(CachedRecognizer):
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """A deterministic automaton through a homomorphic `f` gets `CoercedDFA`, whose
         `logw_next` reads a per-state table over the tokens; otherwise `Coerced`."""
-        from genlm.control.potential.built_in.fsa._fsa_coerce import CoercedDFA
+        from genlm.control.constraints.fsa._fsa_coerce import CoercedDFA
 
         join = is_join(f) if homomorphic is None else homomorphic
         if self.automaton.delta is not None and join:

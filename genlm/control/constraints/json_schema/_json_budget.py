@@ -37,7 +37,7 @@ context's own state: `L(ctx·y) ≥ L(ctx) − w(y)`, `w(y)` the counted bytes `
 
 from __future__ import annotations
 
-from genlm.control.potential.built_in.json_schema._json_machine import (
+from genlm.control.constraints.json_schema._json_machine import (
     COLONED,
     KEY,
     NEXT,
@@ -48,8 +48,8 @@ from genlm.control.potential.built_in.json_schema._json_machine import (
     LFrame,
     OFrame,
 )
-from genlm.control.potential.built_in.json_schema._json_nodes import Arr, Lit, Obj, Str
-from genlm.control.potential.built_in.json_schema._json_string import SFrame
+from genlm.control.constraints.json_schema._json_nodes import Arr, Lit, Obj, Str
+from genlm.control.constraints.json_schema._json_string import SFrame
 
 INF = float("inf")
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from genlm.control._state_cache import RowCache
+from genlm.control.constraints._state_rows import StateRowCoerced
+from genlm.control.constraints.json_schema._json_machine import accepts, step
 from genlm.control.horizon import tokens_left
-from genlm.control.potential.built_in._state_cache import RowCache
-from genlm.control.potential.built_in._state_rows import StateRowCoerced
-from genlm.control.potential.built_in.json_schema._json_machine import accepts, step
 from genlm.control.weights import NEG_INF
 
 DEAD, UNKNOWN = -1, -2
@@ -146,7 +146,7 @@ class CoercedJson(StateRowCoerced):
         """Per token, the fewest bytes to a complete document after it from `state`
         (`_json_budget.fewest_bytes` of the state it leads to; inf: dead); then EOS,
         0 where `state` accepts. One trie walk per state, kept like the rows."""
-        from genlm.control.potential.built_in.json_schema._json_budget import fewest_bytes
+        from genlm.control.constraints.json_schema._json_budget import fewest_bytes
 
         t = self.potential.transitions
         ids = np.full(self.trie.n_nodes, DEAD, dtype=np.int64)
@@ -166,7 +166,7 @@ class CoercedJson(StateRowCoerced):
     def _budget_parts(self) -> tuple[np.ndarray, float]:
         """Per token the bytes `fewest_bytes` may count that it holds, and the most
         in one token (`_json_budget.mandated_weight`; at least 1)."""
-        from genlm.control.potential.built_in.json_schema._json_budget import (
+        from genlm.control.constraints.json_schema._json_budget import (
             mandated_bytes,
             mandated_weight,
         )
@@ -189,7 +189,7 @@ class CoercedJson(StateRowCoerced):
         `⌈max(0, L(ctx) − w(y)) / weight⌉`, below `⌈L(ctx·y) / weight⌉` (`y` holds
         at most `w(y)` of the counted bytes) and below the tokens left: it prunes
         nothing there."""
-        from genlm.control.potential.built_in.json_schema._json_budget import fewest_bytes
+        from genlm.control.constraints.json_schema._json_budget import fewest_bytes
 
         cache = self.__dict__.get("_after_rows")
         if cache is None:

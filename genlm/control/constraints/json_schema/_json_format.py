@@ -137,7 +137,7 @@ def format_ok(name: str, text: str) -> bool:
 
 def format_pattern(name: str):
     """The byte automaton of format `name` (a `Pattern`, full-match), built once."""
-    from genlm.control.potential.built_in.json_schema._json_string import Pattern
+    from genlm.control.constraints.json_schema._json_string import Pattern
 
     hit = _PATTERNS.get(name)
     if hit is None:

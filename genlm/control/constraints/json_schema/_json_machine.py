@@ -12,22 +12,22 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from genlm.control.potential.built_in.json_schema._json_number import (
+from genlm.control.constraints.json_schema._json_number import (
     NUMBER_START,
     is_complete,
     reachable,
     spelling_step,
     value_ok,
 )
-from genlm.control.potential.built_in.json_schema._json_schema import Arr, Lit, Node, Num, Obj, Str
-from genlm.control.potential.built_in.json_schema._json_string import (
+from genlm.control.constraints.json_schema._json_schema import Arr, Lit, Node, Num, Obj, Str
+from genlm.control.constraints.json_schema._json_string import (
     KeySpec,
     SFrame,
     _in_ranges,
     escape_state,
     utf8_ranges,
 )
-from genlm.control.potential.built_in.regex.compile import utf8_next_bytes
+from genlm.control.constraints.regex.compile import utf8_next_bytes
 
 WS = frozenset(b" \t\n\r")
 QUOTE, BACKSLASH, COLON, COMMA = 0x22, 0x5C, 0x3A, 0x2C

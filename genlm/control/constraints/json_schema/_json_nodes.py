@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from genlm.control.potential.built_in.json_schema._json_number import Bounds, reachable
-from genlm.control.potential.built_in.json_schema._json_string import Pattern
+from genlm.control.constraints.json_schema._json_number import Bounds, reachable
+from genlm.control.constraints.json_schema._json_string import Pattern
 
 
 class Node:

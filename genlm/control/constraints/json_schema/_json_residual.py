@@ -20,9 +20,9 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from genlm.control.potential.built_in.json_schema._json_format import format_checker
-from genlm.control.potential.built_in.json_schema._json_guard import no_retrieval_registry
-from genlm.control.potential.built_in.json_schema._json_number import exact_value
+from genlm.control.constraints.json_schema._json_format import format_checker
+from genlm.control.constraints.json_schema._json_guard import no_retrieval_registry
+from genlm.control.constraints.json_schema._json_number import exact_value
 
 
 def _decimals(value: Any) -> Any:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from genlm.control.potential.built_in.json_schema._json_combine import merge
-from genlm.control.potential.built_in.json_schema._json_format import format_checker
-from genlm.control.potential.built_in.json_schema._json_guard import (
+from genlm.control.constraints.json_schema._json_combine import merge
+from genlm.control.constraints.json_schema._json_format import format_checker
+from genlm.control.constraints.json_schema._json_guard import (
     check_document,
     no_retrieval_registry,
 )
-from genlm.control.potential.built_in.json_schema._json_nodes import (
+from genlm.control.constraints.json_schema._json_nodes import (
     Arr,
     Lit,
     Node,
@@ -37,8 +37,8 @@ from genlm.control.potential.built_in.json_schema._json_nodes import (
     const_alts,
     prune,
 )
-from genlm.control.potential.built_in.json_schema._json_number import Bounds
-from genlm.control.potential.built_in.json_schema._json_typed import typed_alts
+from genlm.control.constraints.json_schema._json_number import Bounds
+from genlm.control.constraints.json_schema._json_typed import typed_alts
 
 ANNOTATIONS = frozenset(
     {"title", "description", "$schema", "$id", "$defs", "definitions", "default",
@@ -375,7 +375,7 @@ def compile_schema(schema: Any) -> Compiled:
     try:
         cls.check_schema(schema)
     except SchemaError as e:
-        from genlm.control.potential.built_in.json_schema._json_errors import InvalidSchemaError
+        from genlm.control.constraints.json_schema._json_errors import InvalidSchemaError
 
         path = "/".join(str(p) for p in e.path)
         message = f"invalid JSON schema at '#/{path}': {e.message}"

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from genlm.control.potential.built_in.json_schema._json_alternatives import top_alternatives, unwrap
-from genlm.control.potential.built_in.regex.compile import byte_dfa, utf8_length
+from genlm.control.constraints.json_schema._json_alternatives import top_alternatives, unwrap
+from genlm.control.constraints.regex.compile import byte_dfa, utf8_length
 
 try:  # pragma: no cover - import location depends on the Python version
     from re import _constants as sre_constants
@@ -36,7 +36,7 @@ class Pattern:
     Classes `\\d`, `\\w`, `\\s` are ASCII (as in ECMA-262); a leading `^` and a
     trailing `$` anchor the match (`$` also before a final newline, as in `re`).
     `regex` is the full-match regex (`re.ASCII`) the automaton was built from (None
-    for an intersection), which the engine's JSON grammar prints (`engine/_json_strings`).
+    for an intersection), which the engine's JSON grammar prints (`engine/_write_json_strings`).
     """
 
     def __init__(self, source: str, start: int, finals: frozenset, arcs: list[dict],

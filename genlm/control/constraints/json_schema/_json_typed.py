@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from genlm.control.potential.built_in.json_schema._json_format import (
+from genlm.control.constraints.json_schema._json_format import (
     MAX_LENGTH,
     format_pattern,
     has_document_format,
     has_format,
 )
-from genlm.control.potential.built_in.json_schema._json_nodes import (
+from genlm.control.constraints.json_schema._json_nodes import (
     Arr,
     Lit,
     Num,
@@ -35,8 +35,8 @@ from genlm.control.potential.built_in.json_schema._json_nodes import (
     Str,
     decimal,
 )
-from genlm.control.potential.built_in.json_schema._json_number import Bounds
-from genlm.control.potential.built_in.json_schema._json_string import Pattern
+from genlm.control.constraints.json_schema._json_number import Bounds
+from genlm.control.constraints.json_schema._json_string import Pattern
 
 TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
 # Keywords read as a superset, with the values for which they constrain nothing.

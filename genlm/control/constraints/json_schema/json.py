@@ -6,13 +6,13 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control.potential.built_in._recognizer import CachedRecognizer
-from genlm.control.potential.built_in._state_cache import PrefixStateCache
-from genlm.control.potential.built_in.fsa.wfsa import BYTE_VOCAB, check_byte_context
-from genlm.control.potential.built_in.json_schema._json_coerce import CoercedJson, Transitions
-from genlm.control.potential.built_in.json_schema._json_machine import initial_state
-from genlm.control.potential.built_in.json_schema._json_residual import DocumentCheck
-from genlm.control.potential.built_in.json_schema._json_schema import compile_schema
+from genlm.control._state_cache import PrefixStateCache
+from genlm.control.constraints.fsa.wfsa import BYTE_VOCAB, check_byte_context
+from genlm.control.constraints.json_schema._json_coerce import CoercedJson, Transitions
+from genlm.control.constraints.json_schema._json_machine import initial_state
+from genlm.control.constraints.json_schema._json_residual import DocumentCheck
+from genlm.control.constraints.json_schema._json_schema import compile_schema
+from genlm.control.constraints.recognizer import CachedRecognizer
 from genlm.control.potential.coerce import Coerced, is_join
 from genlm.control.potential.planner import EngineSource
 from genlm.control.weights import NEG_INF, LazyWeights

@@ -3,5 +3,5 @@
 `compile` (that tree compiled to a byte-level DFA under a state budget) and
 `automaton` (the byte alphabet and semiring weights as reals).
 
-Depends on no other subpackage of `built_in`. Submodules are imported on demand.
+Depends on no other subpackage of `constraints`. Submodules are imported on demand.
 """

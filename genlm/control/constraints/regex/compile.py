@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from genlm.control.potential.built_in.regex.syntax import expanded_size, parse_regex, short_pattern
+from genlm.control.constraints.regex.syntax import expanded_size, parse_regex, short_pattern
 
 MAX_STATES = 1 << 15  # default budget: DFA states and expanded character positions
 NFA_FACTOR = 16  # NFA states allowed per unit of budget (a set is a few byte states)
