@@ -1,41 +1,18 @@
 """The folder rule: a folder's `_private` modules are imported only inside it.
 
-`genlm/control/a/_b.py` may be imported by any module under `genlm/control/a/` (its
-subfolders included) and by no other. What several folders share lives under a public
-name in the folder below them. The check reads every import statement of the package,
-function-local ones included, from the source (nothing is imported)."""
+`genlm/control/a/_b.py` may be reached by any module under `genlm/control/a/` (its
+subfolders included) and by no other, whether by an import statement (function-local
+ones included) or by the string of a lazy export table. What several folders share
+lives under a public name in the folder below them. The edges are `toys.imports`'s."""
 
-import ast
 from pathlib import Path
+
+from toys.imports import read_graph
 
 import genlm.control
 
 ROOT = Path(genlm.control.__file__).parent
 PACKAGE = "genlm.control"
-
-
-def _module_of(path: Path, root: Path = ROOT, package: str = PACKAGE) -> tuple[str, str]:
-    """(module name, the package it lives in) of a source file."""
-    parts = path.relative_to(root).with_suffix("").parts
-    if parts[-1] == "__init__":
-        name = ".".join((package, *parts[:-1]))
-        return name, name
-    name = ".".join((package, *parts))
-    return name, name.rsplit(".", 1)[0]
-
-
-def _imported(tree: ast.AST, modules: set[str]):
-    """(line, module) for every module of the package an import statement names:
-    `from a.b import c` names `a.b`, and `a.b.c` too when that is a module."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.lineno, node.module
-            for alias in node.names:
-                if f"{node.module}.{alias.name}" in modules:
-                    yield node.lineno, f"{node.module}.{alias.name}"
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
 
 
 def _owner(module: str) -> str | None:
@@ -48,20 +25,20 @@ def _owner(module: str) -> str | None:
     return None
 
 
+def _home(graph, module: str) -> str:
+    """The package a module lives in (a package's `__init__` lives in the package)."""
+    return module if graph.modules[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
 def violations(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
-    files = sorted(root.rglob("*.py"))
-    modules = {_module_of(p, root, package)[0] for p in files}
-    found = []
-    for path in files:
-        _, home = _module_of(path, root, package)
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for line, module in _imported(tree, modules):
-            if module not in modules:
-                continue
-            owner = _owner(module)
-            if owner is not None and home != owner and not home.startswith(owner + "."):
-                found.append(f"{path.relative_to(root)}:{line} imports {module}")
-    return sorted(set(found))
+    graph = read_graph(root, package)
+    found = set()
+    for e in graph.edges:
+        owner, home = _owner(e.target), _home(graph, e.source)
+        if owner is not None and home != owner and not home.startswith(owner + "."):
+            path = graph.modules[e.source].relative_to(root)
+            found.add(f"{path}:{e.line} imports {e.target}")
+    return sorted(found)
 
 
 def test_no_folder_imports_another_folders_private_module():
@@ -88,11 +65,13 @@ def test_the_check_finds_a_private_import_from_outside_its_folder(tmp_path):
             "b/__init__.py": "",
             "b/user.py": "def f():\n    from pkg.a import _helper\n",  # outside a/
             "c.py": "import pkg.a._helper\n",  # outside a/
+            "d.py": "TABLE = {'X': 'pkg.a._helper'}\n",  # a lazy table, outside a/
         },
     )
     assert violations(pkg, "pkg") == [
         "b/user.py:2 imports pkg.a._helper",
         "c.py:1 imports pkg.a._helper",
+        "d.py:1 imports pkg.a._helper",
     ]
 
 

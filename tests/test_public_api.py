@@ -131,19 +131,19 @@ def test_0_4_1_aliases_are_the_same_objects(path_a, name_a, path_b, name_b):
     assert a is b
 
 
-# Modules that moved into subpackages (lm/, fsa/, cfg/, json_schema/, engine/): the old
-# path is an alias re-exporting the same objects.
+# Modules whose home is lm/, constraints/ or engine/: the 0.4 path under
+# potential/built_in/ is an alias re-exporting the same objects.
 MOVED = {
     "llm": "lm.llm", "bytelm": "lm.bytelm", "canonical": "lm.canonical",
-    "ensemble": "lm.ensemble", "wfsa": "fsa.wfsa", "wcfg": "cfg.wcfg",
-    "json": "json_schema.json", "guided": "engine.guided",
+    "ensemble": "lm.ensemble", "wfsa": "constraints.fsa.wfsa", "wcfg": "constraints.cfg.wcfg",
+    "json": "constraints.json_schema.json", "guided": "engine.guided",
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("old,new", sorted(MOVED.items()))
 def test_moved_module_old_path_re_exports_the_same_objects(old, new):
     alias = importlib.import_module(f"genlm.control.potential.built_in.{old}")
-    module = importlib.import_module(f"genlm.control.potential.built_in.{new}")
+    module = importlib.import_module(f"genlm.control.{new}")
     assert alias.__all__ and set(alias.__all__) <= set(module.__all__)
     for name in alias.__all__:
         assert getattr(alias, name) is getattr(module, name)

@@ -7,10 +7,9 @@ import os
 import sys
 import warnings
 
-import genlm.control
-
+# this package's folder (this module lies at its top) and asyncio's
 _INTERNAL = (
-    os.path.dirname(os.path.abspath(genlm.control.__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
     os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
 )
 

@@ -1,55 +1,29 @@
-"""`smc/` owns its modules and the import arrows between `sampler/` and `smc/` point
-one way: `smc/` drives the samplers and imports their types; `sampler/` serves
-`smc/`'s names (its 0.4.1 paths) only on first access."""
+"""`smc/` owns its modules and the arrows between `sampler/` and `smc/` point one way:
+`smc/` drives the samplers and imports their types; `sampler/` reaches `smc/` only from
+its 0.4.1 public paths (lazily) and from `TokenSampler.smc` (declared in
+`tests/test_layout.py`). The edges are `toys.imports`'s, string edges included."""
 
-import ast
 import importlib
 from pathlib import Path
 
 import pytest
+from toys.imports import read_graph
 
 import genlm.control as control
 
-ROOT = Path(control.__file__).parent
+GRAPH = read_graph(Path(control.__file__).parent, "genlm.control")
 
 # Old path -> home of a module that moved (the old path re-exports the same objects).
 MOVED = {
     "genlm.control.sampler.resampling": "genlm.control.smc.resampling",
     "genlm.control.sampler.record": "genlm.control.smc.record",
     "genlm.control.sampler.record_file": "genlm.control.smc.record_file",
-    "genlm.control.potential._returns": "genlm.control._returns",
 }
+# sampler/'s public paths from 0.4.1 that serve smc/'s names
+SAMPLER_FACES = {*MOVED, "genlm.control.sampler.sequence", "genlm.control.sampler.smc"}
 
-# What `smc/` may import of `sampler/` at module level: the sampler types it drives.
+# What `smc/` may import of `sampler/`: the sampler types it drives.
 SAMPLER_TYPES = {"genlm.control.sampler.token", "genlm.control.sampler.unit"}
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
-
-
-def _top_level_imports(path: Path) -> set[str]:
-    """The `genlm.control` modules `path` imports outside any function or class body
-    (and outside `if TYPE_CHECKING:`)."""
-    stack, found = list(ast.parse(path.read_text()).body), set()
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        if isinstance(node, (ast.If, ast.Try)):
-            stack.extend(node.body + node.orelse + getattr(node, "finalbody", []))
-            stack.extend(s for h in getattr(node, "handlers", []) for s in h.body)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if sub in MODULES else node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return {m for m in found if m in MODULES}
 
 
 def _in(package: str, module: str) -> bool:
@@ -64,24 +38,22 @@ def test_a_moved_module_old_path_re_exports_the_same_objects(old, new):
         assert getattr(alias, name) is getattr(home, name)
 
 
-def test_sampler_imports_nothing_of_smc_at_module_level():
-    arrows = [
-        (m, x)
-        for m, p in MODULES.items()
-        if _in("genlm.control.sampler", m)
-        for x in _top_level_imports(p)
-        if _in("genlm.control.smc", x)
-    ]
-    assert arrows == []
+def test_sampler_reaches_smc_only_from_its_faces_and_token_sampler_smc():
+    arrows = {
+        (e.source, e.target)
+        for e in GRAPH.edges
+        if _in("genlm.control.sampler", e.source) and _in("genlm.control.smc", e.target)
+    }
+    assert {(s, t) for s, t in arrows if s not in SAMPLER_FACES} == {
+        ("genlm.control.sampler.token", "genlm.control.smc.front")
+    }
+    assert not any(e.kind == "import" for e in GRAPH.edges if (e.source, e.target) in arrows)
 
 
 def test_smc_imports_of_sampler_are_the_sampler_types():
-    arrows = {
-        x for m, p in MODULES.items() if _in("genlm.control.smc", m) for x in _top_level_imports(p)
-    }
+    arrows = {e.target for e in GRAPH.edges if _in("genlm.control.smc", e.source)}
     assert {x for x in arrows if _in("genlm.control.sampler", x)} <= SAMPLER_TYPES
-    # and the layout test's rule holds for these two folders: the kernel reads its
-    # own modules (resampling, record) from smc/.
+    # the kernel reads its own modules (resampling, record) from smc/.
     assert "genlm.control.smc.resampling" in arrows and "genlm.control.smc.record" in arrows
 
 
@@ -101,8 +73,19 @@ def test_the_lazy_0_4_1_paths_serve_smc_names():
 
 def test_util_only_re_exports_and_imports_nothing_above_it():
     """`genlm.control.util` (0.4.1's path) serves `flatten_units` from `sampler/unit.py`
-    on first access; at module level it imports only the rows tier."""
-    imports = _top_level_imports(MODULES["genlm.control.util"])
-    assert not any(_in("genlm.control.sampler", m) or _in("genlm.control.potential", m) for m in imports)
+    on first access; at module load it imports only the rows tier."""
+    loaded = {e.target for e in GRAPH.edges if e.source == "genlm.control.util" and e.kind == "import"}
+    assert not any(_in("genlm.control.sampler", m) or _in("genlm.control.potential", m) for m in loaded)
     util, unit = importlib.import_module("genlm.control.util"), importlib.import_module("genlm.control.sampler.unit")
     assert util.flatten_units is unit.flatten_units and "flatten_units" in dir(util)
+
+
+def test_one_dead_end_serves_samplers_and_the_step():
+    from genlm.control.horizon import OUT_OF_BUDGET, Cause, DeadEnd, cause_of
+    from genlm.control.smc import deaths
+
+    assert deaths.DeadEnd is DeadEnd and deaths.Cause is Cause and OUT_OF_BUDGET is Cause.MAX_TOKENS
+    dead = DeadEnd(Cause.CRITIC)
+    assert dead == float("-inf") and cause_of(dead) is Cause.CRITIC and cause_of(-1.0) is None
+    with pytest.raises(ValueError):
+        DeadEnd("tired")

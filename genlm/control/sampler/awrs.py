@@ -278,6 +278,11 @@ class AWRS(TokenSampler):
 
     # Sampling ------------------------------------------------------------------
 
+    def ending_factors(self) -> list[Potential]:
+        """`[potential]`: the condition prices nothing, and the potential's EOS entry
+        is the price of ending (SMC's default end twist)."""
+        return [self.potential]
+
     async def sample(self, context, draw=None):
         context = list(context)
         w, q, budget = await self._budget_rows([context])

@@ -19,6 +19,7 @@ from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._returns import SAMPLER_CHECKS, check_returns
 from genlm.control._warn import warn_user
 from genlm.control.draw import draw_from, draw_many, using_rng
+from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.potential.fast_paths import vectorised_logw_next
 from genlm.control.sampler.budget import budget_of
@@ -108,11 +109,25 @@ class TokenSampler(ABC):
         **kwargs: Any,
     ) -> "Sequences":
         """Run SMC with this sampler: `SMC(self, critic)(n_particles, ess_threshold, max_tokens, **kwargs)`."""
-        from genlm.control.sampler.sequence import SMC
+        # The one arrow from sampler/ up to smc/ (0.4.1's convenience method), taken on
+        # first use; tests/test_layout.py declares it.
+        from genlm.control.smc.front import SMC
 
         return await SMC(self, critic=critic)(
             n_particles=n_particles, ess_threshold=ess_threshold, max_tokens=max_tokens, **kwargs
         )
+
+    def ending_factors(self) -> list[Potential] | None:
+        """The potentials whose EOS entries price ending for SMC's default end twist,
+        or None (no default twist; the base class's answer).
+
+        The twist is for a condition: a condition's prefix says only whether a string
+        can still be completed, not what completing costs, so an unfinished particle's
+        weight leaves out the price of ending that a finished one has paid. A sampler
+        whose units are tokens of a target with such a price names the factors that
+        price it; leaving a factor out only lowers the charge, which is exact
+        whatever it is (the charge is a function of the context alone)."""
+        return None
 
     def cleanup(self) -> Cleaned:
         """Release resources held by the sampler (none by default); awaitable too."""
@@ -148,6 +163,21 @@ class DirectTokenSampler(TokenSampler):
         if proposal is not None:
             self.proposal = proposal.to_autobatched() if autobatch else proposal
         super().__init__(self.potential)
+
+    def ending_factors(self) -> list[Potential] | None:
+        """The factors of a product target that price ending, less the conditions
+        that declare `allowed_next` or `batch_allowed` (an EOS entry of 0 or `-inf`
+        prices nothing), through their memoized batching views when the sampler
+        autobatches (other runs' calls share their batches); None for a lone
+        potential, which prices its own prefixes (an LM's is the probability of all
+        its continuations)."""
+        factors = _factors(self.potential)
+        if len(factors) < 2:
+            return None
+        pricing = [
+            f for f in factors if fast_paths.allowed_next(f) is None and fast_paths.batch_allowed(f) is None
+        ]
+        return [f.to_autobatched() if self.autobatch else f for f in pricing] or None
 
     async def sample(self, context, draw=None):
         budget = await budget_of(self.potential, [context])

@@ -5,10 +5,11 @@ The step (`genlm.control.smc.step.propose`) attaches one `Cause` there:
 
 1. `NAN`: the sampler's log weight or the critic's score was NaN;
 2. the cause a sampler reported: a sampler that knows why it found no unit of
-   positive weight returns `DeadEnd(cause)` as its unit, with log weight `-inf`
-   (a budget-aware constraint that finds no token able to finish in the tokens
-   left returns `DeadEnd(Cause.MAX_TOKENS)`); the step closes the context with
-   EOS in its place;
+   positive weight returns `DeadEnd(cause)` (`genlm.control.horizon`: a `-inf` that
+   carries a `Cause`) as its unit, with log weight `-inf` (the step closes the
+   context with EOS in its place), or as its log weight (a budget-aware sampler
+   that finds no token able to finish in the tokens left returns
+   `DeadEnd(Cause.MAX_TOKENS)`);
 3. `MAX_TOKENS`: the particle was made to end (at `max_tokens`, or by
    `terminate_when`) and ending there has weight zero;
 4. `DEAD_PREFIX`: the sampler found no unit of positive weight (the condition
@@ -23,33 +24,9 @@ command line), with one `ZeroWeightWarning` when every particle died.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Iterable
 
-
-class Cause(str, Enum):
-    """Why a particle's weight became zero (see the module docstring)."""
-
-    MAX_TOKENS = "max_tokens"
-    DEAD_PREFIX = "dead_prefix"
-    NAN = "nan"
-    CRITIC = "critic"
-
-
-class DeadEnd:
-    """The unit a sampler returns, with log weight `-inf`, to say why it found none.
-
-    Args:
-        cause: a `Cause`.
-    """
-
-    __slots__ = ("cause",)
-
-    def __init__(self, cause: Cause):
-        self.cause = Cause(cause)
-
-    def __repr__(self) -> str:
-        return f"DeadEnd({self.cause.value!r})"
+from genlm.control.horizon import Cause, DeadEnd
 
 
 class ZeroWeightWarning(UserWarning):

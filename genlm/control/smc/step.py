@@ -16,10 +16,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from genlm.control.horizon import OUT_OF_BUDGET, cause_of, using_horizon
+from genlm.control.horizon import OUT_OF_BUDGET, Cause, DeadEnd, cause_of, using_horizon
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.sampler.unit import flatten_units
-from genlm.control.smc.deaths import Cause, DeadEnd
 from genlm.control.smc.state import Proposals, ends_with
 from genlm.control.weights import NEG_INF, eos_column
 from genlm.control.window import BatchAbandoned, gather_or_cancel
@@ -154,36 +153,11 @@ END_TWIST_FLOOR = math.log(1e-9)
 
 
 def _ending_factors(sampler: Any) -> list | None:
-    """The potentials whose EOS entries price ending for the default end twist, or None
-    (no default twist).
-
-    The twist is for a condition: a condition's prefix says only whether a string can
-    still be completed, not what completing costs, so an unfinished particle's weight
-    leaves out the price of ending that a finished one has paid. AWRS has a condition
-    and prices ending by its `potential`. A direct sampler's target has one when it is a
-    product; its factors price ending, less the conditions that declare
-    `allowed_next` or `batch_allowed` (an EOS entry of 0 or `-inf` prices nothing). A
-    lone potential prices its own prefixes (an LM's is the probability of
-    all its continuations), and other samplers' units need not be tokens: None. Leaving
-    a factor out only lowers the charge, which is exact whatever it is."""
-    from genlm.control.potential import fast_paths
-    from genlm.control.sampler.awrs import AWRS
-    from genlm.control.sampler.token import DirectTokenSampler, _factors
-
-    if isinstance(sampler, AWRS):
-        return [sampler.potential]
-    if not isinstance(sampler, DirectTokenSampler):
-        return None
-    factors = _factors(sampler.potential)
-    if len(factors) < 2:
-        return None
-    pricing = [
-        f
-        for f in factors
-        if fast_paths.allowed_next(f) is None and fast_paths.batch_allowed(f) is None
-    ]
-    # the memoized batching views: other runs' calls share their batches
-    return [f.to_autobatched() if sampler.autobatch else f for f in pricing] or None
+    """The potentials whose EOS entries price ending for the default end twist, or
+    None (no default twist): what the unit sampler declares
+    (`TokenSampler.ending_factors`); a unit sampler that declares nothing has none."""
+    declared = getattr(sampler, "ending_factors", None)
+    return None if declared is None else declared()
 
 
 async def _eos_entries(potential: Any, contexts: list[list]) -> np.ndarray:
