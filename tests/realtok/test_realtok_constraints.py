@@ -1,7 +1,7 @@
 """Constraints over real vocabularies: `CanonicalTokenization` on canonical and
 non-canonical encodings, and the compiled engine's regex, Lark and JSON coercions
 pinned to the generic coercions (byte automaton, Earley, JSON machine) along token
-paths, as `tests/potential/test_engine_exact.py` pins them on the embedded model."""
+paths, as `tests/engine/test_engine_exact.py` pins them on the embedded model."""
 
 import asyncio
 import random

@@ -33,7 +33,7 @@ serve them exactly:
   accepts.
 
 Either way the rows, `prefix`, `complete` and `allowed_next` are `JsonSchema`'s
-coercion's exactly (pinned in tests/potential/test_json_engine_grammar.py).
+coercion's exactly (pinned in tests/engine/test_json_engine_grammar.py).
 """
 
 from __future__ import annotations

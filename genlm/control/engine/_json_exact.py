@@ -5,7 +5,7 @@ which the engine (llguidance) and `JsonSchema` accept exactly the same byte
 strings, prefixes included; otherwise it names the first part that may differ.
 The rule is conservative: a shape is on the list only where the two were compared
 exhaustively on every byte string up to a length over the bytes that matter, and
-on generated documents (`tests/potential/test_json_engine.py`). On the list:
+on generated documents (`tests/engine/test_json_engine.py`). On the list:
 
 - annotations (`title`, `description`, ...), which constrain nothing;
 - `type` drawn from `null`, `boolean`, `integer`, `number` and `array`;

@@ -4,7 +4,7 @@
 weights, read without transformers' modeling code) and whose tokenizer is the
 shipped one, loaded by transformers' `AutoTokenizer` as the HF backend loads it. Its
 rows are those of `PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")` up to float
-rounding, and its byte vocabulary is the same (tests/test_embedded_forward.py pins
+rounding, and its byte vocabulary is the same (tests/lm/test_embedded_forward.py pins
 both). The command line uses it; it skips the two seconds of CPU that importing
 transformers' GPT-2 module costs.
 """
