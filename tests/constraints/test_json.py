@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jsonschema import ValidationError
 from jsonschema.validators import extend, validator_for
 from toys.constraints import embedded_tokenizer, embedded_vocab
-from toys.json_engine import random_completion
+from toys.json_engine import mutate, random_completion
 
 from genlm.control import EOS, JsonSchema
 from genlm.control.potential.coerce import Coerced
@@ -209,23 +209,6 @@ def serialize(value, rng: random.Random) -> bytes:
     seps = rng.choice([(",", ":"), (", ", ": "), (" ,", " :")])
     text = json.dumps(value, separators=seps, ensure_ascii=rng.random() < 0.5)
     return (" " * rng.randint(0, 1) + text + "\n" * rng.randint(0, 1)).encode("utf-8")
-
-
-MUTATION_BYTES = list(b'{}[]",:0123456789.-eE+ abctrunlfsx\\\n') + [0xC3, 0xA9, 0xFF]
-
-
-def mutate(doc: bytes, rng: random.Random) -> bytes:
-    data = bytearray(doc)
-    for _ in range(rng.randint(1, 3)):
-        op, i = rng.randrange(3), rng.randint(0, len(data))
-        if op == 0:
-            data.insert(i, rng.choice(MUTATION_BYTES))
-        elif data and i < len(data):
-            if op == 1:
-                del data[i]
-            else:
-                data[i] = rng.choice(MUTATION_BYTES)
-    return bytes(data)
 
 
 _POTENTIALS: dict = {}

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
-from test_json import mutate  # noqa: E402
 from toys.json_engine import (  # noqa: E402
     EngineBytes,
     RecognizerBytes,
     disagreement_along,
     first_disagreement,
+    mutate,
 )
 
 from genlm.control import JsonSchema  # noqa: E402

@@ -6,6 +6,8 @@ answers on a byte string are its language's, free of any LLM tokenizer.
 
 from __future__ import annotations
 
+import random
+
 import llguidance as llg
 import numpy as np
 
@@ -128,3 +130,22 @@ async def random_completion(p: JsonSchema, ctx: list, rng, steps: int, close_bia
         printable = [b for b in allowed if 0x20 < b < 0x7F] or allowed
         ctx.append(rng.choice(closers) if closers and rng.random() < close_bias else rng.choice(printable))
     return None
+
+
+# Bytes a mutation inserts or writes: JSON's structure, digits, letters of its
+# keywords, whitespace, an escape, and UTF-8 lead and invalid bytes.
+MUTATION_BYTES = list(b'{}[]",:0123456789.-eE+ abctrunlfsx\\\n') + [0xC3, 0xA9, 0xFF]
+
+
+def mutate(doc: bytes, rng: random.Random) -> bytes:
+    data = bytearray(doc)
+    for _ in range(rng.randint(1, 3)):
+        op, i = rng.randrange(3), rng.randint(0, len(data))
+        if op == 0:
+            data.insert(i, rng.choice(MUTATION_BYTES))
+        elif data and i < len(data):
+            if op == 1:
+                del data[i]
+            else:
+                data[i] = rng.choice(MUTATION_BYTES)
+    return bytes(data)

@@ -1,5 +1,7 @@
 """The compiled token-mask engine (llguidance): `GuidedConstraint` over an LLM's
-token ids, and `engine_coerce`, the planner's route to it. Every translation into the
+token ids, `engine_coerce`, the planner's route to it, and `explain_coercion`, which
+says whether a coercion is served by the engine, how exactly (`Exactness`) and why
+(an `EngineDecision`, decided once in `_translate.engine_terms` and `route.decide`). Every translation into the
 engine's terms lives here (`_translate`): a regex printed in the engine's syntax
 (`_guided_regex`), a Lark grammar checked and printed (`_lark_exact`,
 `_lark_lower`), a schema compared with the JSON whitelist (`_json_exact`) or written as the Lark
@@ -10,3 +12,15 @@ compiled schema, `regex`) and on the algebra, never on `lm/`: a model hands the 
 its token maps (any object with the `TokenVocabulary` attributes), and
 `PromptedLLM.compiled_coercion` is the route the planner asks for. Submodules are imported on demand.
 """
+
+from genlm.control._lazy import lazy_exports
+
+_EXPORTS = {
+    "explain_coercion": "genlm.control.engine.route",
+    "EngineDecision": "genlm.control.engine.decision",
+    "Exactness": "genlm.control.engine.decision",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = list(_EXPORTS)

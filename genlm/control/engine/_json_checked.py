@@ -67,8 +67,8 @@ def _opens_number(text: bytes) -> bool:
 class CheckedSource(NamedTuple):
     """The engine grammars of a schema served with checks: `sup` (a superset of the
     prefixes, exact where `sub` is None) and `sub` (a subset, or None); `gated`:
-    `sup` is exact on every spelling of its numbers without an exponent (mode
-    "gated" of `_write_json_numbers.number_regex`)."""
+    `sup` is exact on every spelling of its numbers without an exponent
+    (`Spelling.GATED` of `_write_json_numbers.number_regex`)."""
 
     sup: str
     sub: str | None

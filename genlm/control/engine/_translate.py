@@ -26,67 +26,93 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from genlm.control._lru import LRU
+from genlm.control.engine.decision import EngineDecision, Exactness
 
-class EngineTerms(NamedTuple):
-    """What the engine compiles (None: the constraint cannot be written in its terms),
-    why its language may differ from the constraint's (None: they are equal), and the
-    kind of grammar `source` is, where it is not the constraint's own (None: the same)."""
+NOT_EXPRESSED = "the engine does not express this constraint exactly"
+MAY_DIFFER = "the engine's language may differ"
+CHECKED_AT_EOS = (
+    "JsonSchema reads this schema as a superset on prefixes: the engine serves the grammar "
+    "of that superset and the whole document is checked at EOS, as JsonSchema.complete does"
+)
+CHECKED_NUMBERS = (
+    "a number with bounds other than a lower bound of 0: the engine serves grammars of a "
+    "subset and a superset of its spellings, and the tokens between the two are checked exactly"
+)
+
+
+class Translated(NamedTuple):
+    """A source in the engine's terms (None: it has none) and why the engine's
+    language may differ from it (None: they are equal)."""
 
     source: Any
     inexact: Any
-    kind: Any = None
 
 
-def engine_terms(form: Any, exact: bool = True) -> EngineTerms:
-    """`form` (an `EngineSource`) in the engine's terms. A reason the form itself gives
-    (`form.inexact`) is kept ahead of the one found here. A kind the engine does not
-    know passes through unchanged, for the engine to refuse by name. `exact=False`
-    (the `engine=True` opt-in) gives a schema off the whitelist to the engine as
-    written, with the reason, instead of the grammar of its exact documents."""
+def engine_terms(form: Any, exact: bool = True) -> EngineDecision:
+    """`form` (an `EngineSource`) in the engine's terms, with its `Exactness`. A reason
+    the form itself gives (`form.inexact`) is kept ahead of the one found here. A kind
+    the engine does not know passes through unchanged, for the engine to refuse by
+    name. `exact=False` (the `engine=True` opt-in) gives a schema off the whitelist to
+    the engine as written (`INEXACT`, with the reason), instead of the grammar of its
+    exact documents."""
     kind, source = form.kind, form.source
     if source is None:
-        return EngineTerms(None, form.inexact)
+        return _decided(kind, None, form.inexact)
     if kind == "regex":
         found = _regex(source)
-        return EngineTerms(found.source, form.inexact or found.inexact)
+        return _decided(kind, found.source, form.inexact or found.inexact)
     if kind == "lark":
         found = _lark(source, form.parsed)
-        return EngineTerms(found.source, form.inexact or found.inexact)
+        return _decided(kind, found.source, form.inexact or found.inexact)
     if kind == "json_schema":
         why = form.inexact or _json_difference(source)
         if exact and why is not None and form.inexact is None:
             grammar = _write_json(source)
+            if isinstance(grammar, str):
+                return EngineDecision(Exactness.EXACT, "lark", grammar)
             if grammar is not None:
-                return EngineTerms(grammar, None, "lark" if isinstance(grammar, str) else "json_checked")
-        return EngineTerms(source, why)
-    return EngineTerms(source, form.inexact)
+                reason = CHECKED_AT_EOS if grammar.sub is None else CHECKED_NUMBERS
+                return EngineDecision(Exactness.CHECKED, "json_checked", grammar, reason)
+        return _decided(kind, source, why)
+    return _decided(kind, source, form.inexact)
 
 
-def _regex(pattern: Any) -> EngineTerms:
+def _decided(kind: str, source: Any, why: Any) -> EngineDecision:
+    """EXACT where there is a source and no reason, INEXACT with a reason, else UNWRITABLE."""
+    if source is None:
+        reason = NOT_EXPRESSED + (f": {why}" if why is not None else "")
+        return EngineDecision(Exactness.UNWRITABLE, kind, None, reason)
+    if why is not None:
+        return EngineDecision(Exactness.INEXACT, kind, source, f"{MAY_DIFFER}: {why}")
+    return EngineDecision(Exactness.EXACT, kind, source)
+
+
+def _regex(pattern: Any) -> Translated:
     """The pattern printed from our parse tree, or None with our reader's refusal."""
     from genlm.control.constraints.regex.syntax import parse_regex
     from genlm.control.engine._guided_regex import emit
 
     try:
-        return EngineTerms(emit(parse_regex(pattern)), None)
+        return Translated(emit(parse_regex(pattern)), None)
     except (ValueError, TypeError) as e:
-        return EngineTerms(None, str(e))
+        return Translated(None, str(e))
 
 
-def _lark(text: Any, parsed: Any) -> EngineTerms:
+def _lark(text: Any, parsed: Any) -> Translated:
     from genlm.control.engine._lark_exact import engine_lark
 
     if parsed is None:
         if not isinstance(text, str):
-            return EngineTerms(None, f"a Lark grammar must be a str, got {type(text).__name__}")
+            return Translated(None, f"a Lark grammar must be a str, got {type(text).__name__}")
         from genlm.control.constraints.cfg import read_lark
 
         try:
             parsed = read_lark(text)
         except (ValueError, TypeError) as e:
-            return EngineTerms(None, f"the grammar is not read as BoolCFG.from_lark reads it: {e}")
+            return Translated(None, f"the grammar is not read as BoolCFG.from_lark reads it: {e}")
     exact = engine_lark(parsed)
-    return EngineTerms(exact.text, exact.inexact)
+    return Translated(exact.text, exact.inexact)
 
 
 def _json_difference(schema: Any) -> Any:
@@ -117,16 +143,15 @@ def _write_json(schema: Any) -> Any:
     except (TypeError, ValueError):
         key = None
     if key is not None and key in _GRAMMARS:
-        return _GRAMMARS[key]
+        return _GRAMMARS.get(key)
     text = _written(schema)
     if key is not None:
-        if len(_GRAMMARS) >= 64:  # a few schemas, each coerced many times
-            _GRAMMARS.pop(next(iter(_GRAMMARS)))
-        _GRAMMARS[key] = text
+        _GRAMMARS.put(key, text)
     return text
 
 
-_GRAMMARS: dict = {}  # schema JSON -> its proven engine grammar (or None)
+# schema JSON -> its proven engine grammar (or None): a few schemas, each coerced many times
+_GRAMMARS: LRU[str, Any] = LRU(max_entries=64)
 
 
 def _written(schema: Any) -> Any:
@@ -135,33 +160,37 @@ def _written(schema: Any) -> Any:
     superset on prefixes), or None."""
     from genlm.control.constraints.json_schema import compile_schema
     from genlm.control.engine._json_checked import CheckedSource
-    from genlm.control.engine._write_json import (
-        NeedsCheck,
-        Unwritable,
-        schema_grammar,
-    )
+    from genlm.control.engine._write_json import Spelling, Written, schema_grammar
 
     try:
         compiled = compile_schema(schema)
     except (ValueError, TypeError):
         return None
-    try:
-        try:
-            text = _proven(schema_grammar(compiled.root))
-            if text is None or not compiled.inexact:
-                return text
-            return CheckedSource(text, None)  # EOS checks the whole document
-        except NeedsCheck:
-            sub = _proven(schema_grammar(compiled.root, "sub"))
-            try:  # exact on every spelling without an exponent, where the bounds allow
-                sup, gated = _proven(schema_grammar(compiled.root, "gated")), True
-            except NeedsCheck:
-                sup, gated = None, False
-            if sup is None:
-                sup, gated = _proven(schema_grammar(compiled.root, "sup")), False
-            return None if sup is None or sub is None else CheckedSource(sup, sub, gated)
-    except Unwritable:
+    exact = schema_grammar(compiled.root)
+    if exact.written is Written.GRAMMAR:
+        text = _proven(exact.grammar)
+        if text is None or not compiled.inexact:
+            return text
+        return CheckedSource(text, None)  # EOS checks the whole document
+    if exact.written is Written.UNWRITABLE:
         return None
+    sub = schema_grammar(compiled.root, Spelling.SUB)
+    if sub.written is not Written.GRAMMAR:
+        return None
+    sub_text = _proven(sub.grammar)
+    if sub_text is None:
+        return None
+    # exact on every spelling without an exponent, where the bounds allow
+    sup, gated = schema_grammar(compiled.root, Spelling.GATED), True
+    if sup.written is Written.UNWRITABLE:
+        return None
+    sup_text = _proven(sup.grammar) if sup.written is Written.GRAMMAR else None
+    if sup_text is None:
+        sup, gated = schema_grammar(compiled.root, Spelling.SUP), False
+        if sup.written is not Written.GRAMMAR:
+            return None
+        sup_text = _proven(sup.grammar)
+    return None if sup_text is None else CheckedSource(sup_text, sub_text, gated)
 
 
 def _proven(text: str) -> str | None:
@@ -169,4 +198,4 @@ def _proven(text: str) -> str | None:
     return found.source if found.inexact is None else None
 
 
-__all__ = ["EngineTerms", "engine_terms"]
+__all__ = ["engine_terms"]

@@ -20,11 +20,11 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
   an `integer` in any range (its spellings as a regex, `-0` being 0), a `number`
   without bounds or with the lower bound 0 alone (`-0`, `0.0e5` are 0); a `number`
   with other bounds is not regular (`NeedsCheck`): it is written as the subset of
-  its spellings without exponent (mode "sub") or the superset of those plus every
-  spelling with an exponent (mode "sup"), and the engine coercion checks the
+  its spellings without exponent (`Spelling.SUB`) or the superset of those plus
+  every spelling with an exponent (`Spelling.SUP`), and the engine coercion checks the
   tokens between the two exactly (`_json_checked`); where the bounds decide by sign
   alone which mantissas an exponent brings within them (`exponent_mantissas`: a
-  range holding 0, or a decade wide), the superset is mode "gated", exact on
+  range holding 0, or a decade wide), the superset is `Spelling.GATED`, exact on
   every spelling without an exponent (the spellings without exponent within the
   bounds, plus those mantissas with any exponent);
 - a string with a `pattern` or a checked `format`: the JSON spellings of the
@@ -44,7 +44,7 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
 - a node with several alternatives is their union.
 
 What it does not write (a `pattern` beside a length bound or a format, a hostname
-format, allowed values on numbers): `Unwritable`, and the schema keeps the generic
+format, allowed values on numbers): `Written.UNWRITABLE`, and the schema keeps the generic
 path. A schema `JsonSchema` reads as a superset on prefixes (`Compiled.inexact`) is
 written all the same: its grammar is exactly the recognizer's prefix language, and
 the engine coercion checks the whole document at EOS as `JsonSchema.complete` does.
@@ -52,7 +52,9 @@ the engine coercion checks the whole document at EOS as `JsonSchema.complete` do
 
 from __future__ import annotations
 
+from enum import Enum
 from itertools import combinations
+from typing import NamedTuple
 
 from genlm.control.constraints.json_schema import (
     SIMPLE_ESCAPES,
@@ -65,42 +67,63 @@ from genlm.control.constraints.json_schema import (
 )
 from genlm.control.engine._write_json_numbers import (
     NeedsCheck,
+    Spelling,
     Unwritable,
     number_regex,
 )
-from genlm.control.engine._write_json_strings import pattern_regex
+from genlm.control.engine._write_json_strings import SURROGATES, pattern_regex
 
 MAX_NAMES = 6  # declared names of one object: 2**MAX_NAMES rules
 MAX_NAMES_OPEN = 4  # ... of one that takes other keys too (its lexing check costs seconds beyond)
 MAX_RULES = 3000
 MAX_COUNT = 256  # minItems, maxItems, minLength, maxLength written as repeats
-SURROGATES = (0xD800, 0xE000)
 WS = r"/[ \t\n\r]+/"
 _ESCAPE_OF = {v: k for k, v in SIMPLE_ESCAPES.items()}
 
 
-def schema_grammar(root: Node, mode: str = "exact") -> str:
-    """The Lark grammar of the documents of `root` (see the module docstring); with
-    `mode` "sub", "sup" or "gated", bounded numbers as the subset or supersets of
-    their spellings that `_write_json_numbers.number_regex` writes in that mode.
+class Written(Enum):
+    """What `schema_grammar` wrote."""
 
-    Raises:
-        NeedsCheck: (mode "exact") a bounded number: try the modes "sub" and "sup"
-            (or "gated"); (mode "gated") a bound it cannot gate: "sup".
-        Unwritable: a shape outside the ones above, or a grammar over the limits.
+    GRAMMAR = "grammar"  # the grammar of the documents (of the bounding set, for SUB/SUP/GATED)
+    NEEDS_CHECK = "needs check"  # a bounded number: write it as SUB and SUP (or GATED)
+    UNWRITABLE = "unwritable"  # a shape the writer does not write, or over its limits
+
+
+class SchemaGrammar(NamedTuple):
+    """The outcome of `schema_grammar`: the grammar text where `written` is
+    `Written.GRAMMAR` (else None), and why it is not written otherwise."""
+
+    written: Written
+    grammar: str | None = None
+    reason: str | None = None
+
+
+def schema_grammar(root: Node, spelling: Spelling = Spelling.EXACT) -> SchemaGrammar:
+    """The Lark grammar of the documents of `root` (see the module docstring); with
+    `spelling` `SUB`, `SUP` or `GATED`, bounded numbers as the subset or supersets of
+    their spellings that `_write_json_numbers.number_regex` writes for it.
+
+    Returns `Written.NEEDS_CHECK` for a bounded number with `Spelling.EXACT` (write
+    it as `SUB` and `SUP`, or `GATED`) and for a bound `GATED` cannot gate (`SUP`);
+    `Written.UNWRITABLE` for a shape outside the ones above, or a grammar over the limits.
     """
-    w = _Writer(mode)
-    top = w.node(root)
+    w = _Writer(spelling)
+    try:
+        top = w.node(root)
+    except NeedsCheck as e:
+        return SchemaGrammar(Written.NEEDS_CHECK, None, str(e))
+    except Unwritable as e:
+        return SchemaGrammar(Written.UNWRITABLE, None, str(e))
     lines = [f"start: {top}"]
     lines += [f"{name}: {body}" for name, body in w.rules.items()]
     lines += [f"{name}: /{pattern}/" for pattern, name in w.terminals.items()]
     lines += [f"WS: {WS}", "%ignore WS"]
-    return "\n".join(lines) + "\n"
+    return SchemaGrammar(Written.GRAMMAR, "\n".join(lines) + "\n")
 
 
 class _Writer:
-    def __init__(self, mode: str = "exact"):
-        self.mode = mode
+    def __init__(self, spelling: Spelling = Spelling.EXACT):
+        self.spelling = spelling
         self.rules: dict[str, str] = {}
         self.terminals: dict[str, str] = {}  # regex -> terminal name
         self.names: dict[int, str] = {}  # id(node) -> rule name
@@ -131,7 +154,7 @@ class _Writer:
         if isinstance(a, Lit):
             return '"' + a.text.decode("ascii") + '"'
         if isinstance(a, Num):
-            return self.terminal(number_regex(a, self.mode))
+            return self.terminal(number_regex(a, self.spelling))
         if isinstance(a, Str):
             return self.terminal(string_regex(a))
         if isinstance(a, Arr):
@@ -183,7 +206,7 @@ class _Writer:
         other = a.additional if a.additional is not None and a.additional.alts else None
         named = set(a.props) | set(a.required)
         values = {}
-        for k in named:
+        for k in sorted(named):  # in sorted order, so the rule names do not hang on hash order
             v = a.props.get(k, a.additional)
             if v is not None and v.alts:
                 values[k] = self.node(v)
@@ -274,9 +297,9 @@ def _hex_except(excluded: set, lo: int = 0, width: int = 4) -> str | None:
     free, parts = [], []
     for d in range(16):
         a, b = lo + d * size, lo + (d + 1) * size
-        if SURROGATES[0] <= a and b <= SURROGATES[1]:
+        if SURROGATES.start <= a and b <= SURROGATES.stop:
             continue
-        blocked = any(a <= x < b for x in excluded) or (a < SURROGATES[1] and SURROGATES[0] < b)
+        blocked = any(a <= x < b for x in excluded) or (a < SURROGATES.stop and SURROGATES.start < b)
         if not blocked:
             free.append(d)
         elif width > 1:
@@ -309,7 +332,7 @@ def char_except(excluded: set) -> str:
 def spell(c: str) -> str:
     """Every spelling of the character `c` inside a JSON string."""
     cp = ord(c)
-    if SURROGATES[0] <= cp < SURROGATES[1]:
+    if cp in SURROGATES:
         raise Unwritable("a key or value holding a lone surrogate")
     alts = [_lit(cp)] if cp >= 0x20 and c not in "\"\\" else []
     if c in _ESCAPE_OF:
@@ -360,4 +383,4 @@ def other_key_regex(names: set) -> str:
 
 CHAR = char_except(set())
 
-__all__ = ["schema_grammar", "Unwritable", "NeedsCheck"]
+__all__ = ["schema_grammar", "SchemaGrammar", "Spelling", "Written"]

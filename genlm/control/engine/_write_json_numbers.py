@@ -5,10 +5,10 @@ written digit by digit; a `number` is regular without bounds and with the lower
 bound 0 alone (its sign and whether a digit is nonzero decide it). Other bounds on a
 `number` are not regular once the exponent is free (`0.0…01e+k <= 1` compares `k`
 with the count of zeros): `number_regex` raises `NeedsCheck` for them, and the
-grammar is then written twice (`mode`): "sub" writes the spellings without an
+grammar is then written twice (`Spelling`): `SUB` writes the spellings without an
 exponent whose value is in the bounds (regular: the integer part digit by digit,
 the fraction digit by digit against the bounds' digits), a subset of the numbers;
-"sup" adds every spelling with an exponent, a superset. (The subset also takes the
+`SUP` adds every spelling with an exponent, a superset. (The subset also takes the
 exponents -8..8: for each such `k`, `m e k` is within the bounds iff `m` is within
 them divided by `10**k`, a range again; so a digit token that only an exponent
 brings back into range, `999` under `maximum: 90`, is in the subset's mask.) The engine serves the two
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+from enum import Enum
 
 from genlm.control.constraints.json_schema import Num
 
@@ -26,12 +27,23 @@ INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = INTEGER + r"(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?"
 
 
+class Spelling(Enum):
+    """Which spellings of a bounded `number` the grammar writes (its bounds elsewhere
+    than a lower bound of 0 make its spellings with an exponent a non-regular set)."""
+
+    EXACT = "exact"  # exactly its spellings: a bounded number cannot be written
+    SUB = "sub"  # the spellings without exponent (and small exponents): a subset
+    SUP = "sup"  # those and every spelling with an exponent: a superset
+    GATED = "gated"  # a superset exact on every spelling without an exponent
+
+
 class Unwritable(Exception):
-    """A shape the JSON grammar does not write (the message says which)."""
+    """A shape the JSON grammar does not write (the message says which). Raised and
+    caught inside the writer only: `_write_json.schema_grammar` returns an outcome."""
 
 
 class NeedsCheck(Unwritable):
-    """A shape written only as a subset and a superset (`mode` "sub" and "sup")."""
+    """A shape written only as a subset and a superset (`Spelling.SUB` and `SUP`)."""
 
 
 EXPONENT = r"[eE][+\-]?[0-9]+"
@@ -42,12 +54,12 @@ MAX_DIGITS = 40  # digits of a bound written digit by digit
 SUB_EXPONENTS = 8  # the subset grammar spells exponents -8..8 (so that `999` is a prefix: 999e-2)
 
 
-def number_regex(a: Num, mode: str = "exact") -> str:
+def number_regex(a: Num, spelling: Spelling = Spelling.EXACT) -> str:
     """The spellings of the numbers of `a`: any integer range; a `number` without
     bounds, or bounded below by 0 alone (a bound elsewhere is not a regular set of
-    spellings once exponents are free: `NeedsCheck` in mode "exact"; in mode "sub"
-    the spellings without exponent within the bounds, in "sup" those and every
-    spelling with an exponent)."""
+    spellings once exponents are free: `NeedsCheck` for `Spelling.EXACT`; for `SUB`
+    the spellings without exponent within the bounds, for `SUP` those and every
+    spelling with an exponent, for `GATED` see `exponent_mantissas`)."""
     if a.values is not None:
         raise Unwritable("a number with allowed values")
     b = a.bounds
@@ -60,16 +72,16 @@ def number_regex(a: Num, mode: str = "exact") -> str:
         zero = ZERO + exp
         positive = POSITIVE + exp
         return f"(?:{positive}|{zero}|-{zero})" if b.lo_incl else positive
-    if mode == "exact":
+    if spelling is Spelling.EXACT:
         raise NeedsCheck("a number with bounds other than a lower bound of 0")
     plain = decimal_regex(b.lo, b.lo_incl, b.hi, b.hi_incl)
-    if mode == "gated":
+    if spelling is Spelling.GATED:
         gate = exponent_mantissas(b.lo, b.lo_incl, b.hi, b.hi_incl)
         if gate is None:
             raise NeedsCheck("a bounded number whose mantissas are not gated by sign")
         scaled = gate + EXPONENT
         return scaled if plain is None else f"(?:{plain}|{scaled})"
-    if mode == "sub":
+    if spelling is Spelling.SUB:
         parts = [] if plain is None else [plain]
         for k in range(-SUB_EXPONENTS, SUB_EXPONENTS + 1):  # m e k within the bounds: m within them / 10**k
             scaled = [None if x is None else x.scaleb(-k) for x in (b.lo, b.hi)]
@@ -287,4 +299,4 @@ def _same_length(x: str, y: str) -> str:
 
 
 __all__ = ["number_regex", "integer_regex", "decimal_regex", "exponent_mantissas", "Unwritable",
-           "NeedsCheck", "INTEGER", "NUMBER"]
+           "NeedsCheck", "Spelling", "INTEGER", "NUMBER"]

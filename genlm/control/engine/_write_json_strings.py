@@ -23,7 +23,7 @@ from genlm.control.engine._guided_regex import emit
 from genlm.control.engine._write_json_numbers import Unwritable
 
 MAX_CP = 0x10FFFF
-SURROGATES = (0xD800, 0xDFFF)
+SURROGATES = range(0xD800, 0xE000)  # the UTF-16 surrogate code points, U+D800..U+DFFF
 ANY_HEX = "[0-9a-fA-F]"
 NOTHING = "[^\\x00-\\U0010ffff]"  # the empty class
 
@@ -44,7 +44,7 @@ def _clip(ranges, lo: int, hi: int) -> list:
     """`ranges` within `[lo, hi]`, surrogates removed."""
     out = []
     for a, b in ranges:
-        for x, y in ((a, min(b, SURROGATES[0] - 1)), (max(a, SURROGATES[1] + 1), b)):
+        for x, y in ((a, min(b, SURROGATES.start - 1)), (max(a, SURROGATES.stop), b)):
             x, y = max(x, lo), min(y, hi)
             if x <= y:
                 out.append((x, y))

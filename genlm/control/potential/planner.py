@@ -78,7 +78,7 @@ def compile_for(
                 if fast is not None:
                     return fast
             else:
-                _no_route(found.kind, engine)
+                generic_path(found.kind, NO_ROUTE, engine)
         elif engine:
             raise ValueError(f"engine=True needs {potential.engine_form}")
     return potential.generic_coercion(other, f, prune, homomorphic, trie)
@@ -87,13 +87,21 @@ def compile_for(
 # the logger docs/constraint-engines.md names for every engine decision
 logger = logging.getLogger("genlm.control.engine.guided")
 
+# why a target without the compiled route (`fast_paths.compiled_coercion`) takes the generic path
+NO_ROUTE = "the target is not a PromptedLLM token vocabulary"
 
-def _no_route(kind: str, engine: bool | None) -> None:
-    """The decision where the coercion target offers no compiled route."""
-    reason = "the target is not a PromptedLLM token vocabulary"
+
+def generic_path(kind: str, reason: str, engine: bool | None) -> None:
+    """The one statement of a decision against the engine (the engine's
+    `EngineDecision`, or `NO_ROUTE` here): a ValueError where `engine=True` requires
+    the engine, else a debug line on the engine's logger.
+
+    Raises:
+        ValueError: `engine=True`.
+    """
     if engine:
         raise ValueError(f"engine=True, but the compiled engine cannot serve this {kind}: {reason}")
     logger.debug("coerce: the %s constraint takes the generic path: %s", kind, reason)
 
 
-__all__ = ["EngineSource", "compile_for"]
+__all__ = ["EngineSource", "NO_ROUTE", "compile_for", "generic_path"]
