@@ -40,6 +40,7 @@ import asyncio
 import gc
 import itertools
 import os
+import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -105,6 +106,7 @@ class VLLMBackend(AsyncLM):
         self.engine_seconds = 0.0
         self.closed = False
         self._rows: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+        self._rows_lock = threading.Lock()  # the engine thread and callers share the kept rows
         self.row_cache_rows = max(16, ROW_CACHE_BYTES // (4 * max(self.vocab_size, 1)))
         self.row_hits = 0
         self._driver = Driver(
@@ -188,8 +190,22 @@ class VLLMBackend(AsyncLM):
 
     async def _flush(self, requests: list[tuple[list, Any]]) -> list[torch.Tensor]:
         wanted = [(k, lora) for keys, lora in requests for k in keys]
-        rows = await asyncio.wrap_future(self._driver.submit("rows", wanted))
+        rows = self._kept(wanted)
+        if rows is None:
+            rows = await asyncio.wrap_future(self._driver.submit("rows", wanted))
         return [torch.stack([rows[(k, lora)] for k in keys]) for keys, lora in requests]
+
+    def _kept(self, wanted: Sequence[tuple]) -> dict | None:
+        """The kept rows of `wanted` if every one is kept (answered on the caller's
+        thread: the live requests stay held), else None."""
+        with self._rows_lock:
+            kept = self._rows
+            if not all(item in kept for item in wanted):
+                return None
+            for item in wanted:
+                kept.move_to_end(item)
+            self.row_hits += len(set(wanted))
+            return {item: kept[item] for item in wanted}
 
     def _check(self, token_ids_list, lora_name) -> list[tuple]:
         if self.closed:
@@ -239,7 +255,8 @@ class VLLMBackend(AsyncLM):
         """The row of each distinct `(ids, lora_name)` in `wanted` (blocking)."""
         if self.closed:
             raise RuntimeError("the vLLM engine is closed")
-        return self._driver.submit("rows", list(wanted)).result()
+        rows = self._kept(wanted)
+        return rows if rows is not None else self._driver.submit("rows", list(wanted)).result()
 
     def release(self) -> None:
         """End the live requests now (blocking); the next queries start new ones."""
@@ -299,8 +316,9 @@ class VLLMBackend(AsyncLM):
 
     def _forget(self, lora_name) -> None:
         """Drop the kept rows read under the adapter `lora_name` (engine thread)."""
-        for item in [k for k in self._rows if k[1] == lora_name]:
-            del self._rows[item]
+        with self._rows_lock:
+            for item in [k for k in self._rows if k[1] == lora_name]:
+                del self._rows[item]
 
     def clear_cache(self) -> None:
         """End the live requests, drop the kept rows and vLLM's cached prefix blocks."""
@@ -309,7 +327,8 @@ class VLLMBackend(AsyncLM):
             return
 
         def clear():
-            self._rows.clear()
+            with self._rows_lock:
+                self._rows.clear()
             self.engine.reset_prefix_cache()
 
         self._call(clear)

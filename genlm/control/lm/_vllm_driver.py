@@ -137,19 +137,25 @@ class Driver:
     def _plan(self, job: _Job, held: bool) -> None:
         """Split the job's queries into kept rows, continuations and new requests."""
         job.planned = True
-        kept = self.backend._rows
-        for item in dict.fromkeys(job.wanted):
-            row = kept.get(item)
-            if row is not None:
-                kept.move_to_end(item)
-                job.rows[item] = row
-                self.backend.row_hits += 1
-                continue
-            rid = self.live.get((item[0][:-1], item[1])) if held and len(item[0]) > 1 else None
-            if rid is not None and rid not in job.extend:
-                job.extend[rid] = (item, item[0][-1])
-            else:
-                job.new.append(item)
+        backend = self.backend
+        with backend._rows_lock:
+            kept = backend._rows
+            for item in dict.fromkeys(job.wanted):
+                row = kept.get(item)
+                if row is None:
+                    rid = (
+                        self.live.get((item[0][:-1], item[1]))
+                        if held and len(item[0]) > 1
+                        else None
+                    )
+                    if rid is not None and rid not in job.extend:
+                        job.extend[rid] = (item, item[0][-1])
+                    else:
+                        job.new.append(item)
+                else:
+                    kept.move_to_end(item)
+                    job.rows[item] = row
+                    backend.row_hits += 1
 
     def _serve(self, job: _Job) -> _Job | None:
         """Serve a rows job (planned already if it arrived during a hold); the next
@@ -256,10 +262,12 @@ class Driver:
     def _keep(self, item: Key, row: torch.Tensor) -> None:
         """Answer `item` with a copy of `row` (a view of the step's batch) and keep it."""
         backend = self.backend
-        rows = backend._rows
-        self._job.rows[item] = rows[item] = row.clone()
-        while len(rows) > backend.row_cache_rows:
-            rows.popitem(last=False)
+        row = row.clone()
+        with backend._rows_lock:
+            rows = backend._rows
+            self._job.rows[item] = rows[item] = row
+            while len(rows) > backend.row_cache_rows:
+                rows.popitem(last=False)
 
     def _forget(self, rid: str) -> None:
         key = self.context.pop(rid, None)
