@@ -86,7 +86,7 @@ class VLLMBackend(AsyncLM):
         steps: engine steps taken; engine_seconds: time spent in vLLM's
             `add_request`, `abort_request` and `step`, less the time steps were held
             (the rest of a sampler step is ours); continued: queries answered by
-            continuing a live request.
+            continuing a live request; started: requests started.
         row_cache_rows: how many evaluated rows are kept; row_hits: queries
             answered from them without an engine request.
     """
@@ -238,6 +238,10 @@ class VLLMBackend(AsyncLM):
     @property
     def continued(self) -> int:
         return self._driver.continued
+
+    @property
+    def started(self) -> int:
+        return self._driver.started
 
     @property
     def live_idle_s(self) -> float:

@@ -86,7 +86,8 @@ class Driver:
         self.jobs: "queue.SimpleQueue[_Job]" = queue.SimpleQueue()
         self.live: dict[Key, str] = {}
         self.context: dict[str, Key] = {}  # request id -> the key its next row answers
-        self.continued = 0
+        self.continued = 0  # queries answered by continuing a live request
+        self.started = 0  # requests started
         self._job: _Job | None = None
         self._next: _Job | None = None
         self._hold_seconds = 0.0
@@ -174,6 +175,7 @@ class Driver:
             self.live.clear()
             for item in job.new:
                 rid = f"genlm-{next(_ids)}"
+                self.started += 1
                 room = self.backend.max_model_len - len(item[0])
                 self._timed(self._request, rid, item, room if self.in_place else 1)
                 waits[rid] = self.context[rid] = item
