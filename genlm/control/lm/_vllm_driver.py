@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import torch
 
-from genlm.control.lm._vllm_capture import ROW_KEY, Capture
+from genlm.control.lm._vllm_capture import Capture
 
 Key = tuple  # (ids tuple, lora name or None)
 _ids = itertools.count()
@@ -73,7 +73,7 @@ class Driver:
         capture: the state the logits processor shares.
         request: `request(rid, key, max_tokens)` adds a request to the engine.
         in_place: whether requests may be held and continued.
-        row_cache: the backend's kept rows (read and written on this thread only).
+        backend: the `VLLMBackend` (its kept rows, under its `_rows_lock`, and counters).
     """
 
     def __init__(
@@ -313,4 +313,4 @@ def _Stop() -> None:
     raise _Stopping
 
 
-__all__ = ["Driver", "ROW_KEY"]
+__all__ = ["Driver"]
