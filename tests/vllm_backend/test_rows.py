@@ -176,8 +176,9 @@ async def test_a_failing_step_aborts_its_requests_and_the_engine_stays_usable(vl
 
 
 async def test_cancelled_runs_leave_the_engine_usable(vllm, hf):
-    """A run cancelled mid-step leaves live requests held; the held step ends them
-    when no pass comes within `live_idle_s` (no call needed)."""
+    """A run cancelled mid-step has its live requests ended (at once when it is
+    cancelled waiting for the engine, else when no pass comes within `live_idle_s`),
+    with no call needed."""
     sampler = direct_token_sampler(vllm)
     model = vllm.model
     idle, model.live_idle_s = model.live_idle_s, 0.05

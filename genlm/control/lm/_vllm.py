@@ -192,7 +192,13 @@ class VLLMBackend(AsyncLM):
         wanted = [(k, lora) for keys, lora in requests for k in keys]
         rows = self._kept(wanted)
         if rows is None:
-            rows = await asyncio.wrap_future(self._driver.submit("rows", wanted))
+            try:
+                rows = await asyncio.wrap_future(self._driver.submit("rows", wanted))
+            except asyncio.CancelledError:
+                # the caller's run is cancelled mid-step: end the live requests now
+                # (not after live_idle_s; other runs' next queries start new requests)
+                self._driver.submit("call", fn=_nothing)
+                raise
         return [torch.stack([rows[(k, lora)] for k in keys]) for keys, lora in requests]
 
     def _kept(self, wanted: Sequence[tuple]) -> dict | None:
@@ -358,6 +364,10 @@ class VLLMBackend(AsyncLM):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _nothing() -> None:
+    """A job that only ends the live requests."""
 
 
 def _decodes_in_place(engine: Any) -> bool:
