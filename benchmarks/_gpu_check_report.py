@@ -64,6 +64,7 @@ def markdown(report: dict) -> str:
         cells = [_cell(k, row.get(k)) if k != "status" else _cell(k, status) for _, k in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _vllm_lines(report.get("vllm"))
+    lines += _vllm_decode_lines(report.get("vllm_decode"))
     lines += ["", f"Total: {report['seconds']:.1f} s.", ""]
     return "\n".join(lines)
 
@@ -78,6 +79,19 @@ def _vllm_lines(section: dict | None) -> list[str]:
     from vllm_steps import table
 
     return lines + [table(section["rows"])]
+
+
+def _vllm_decode_lines(section: dict | None) -> list[str]:
+    """SMC on vLLM beside vLLM's own decode (`vllm_decode.py`), or why it was not measured."""
+    if section is None:
+        return []
+    lines = ["", "## SMC on vLLM beside vLLM's own decode (one engine)", ""]
+    if section.get("status") != "ok":
+        return lines + [f"{section.get('status')}: {section.get('error', '')}".rstrip(": ")]
+    from vllm_decode import table
+
+    runner = section.get("runner")
+    return lines + [f"Model runner: {runner}.", "", table(section["rows"])]
 
 
 def write_report(out: Path, report: dict) -> None:

@@ -23,7 +23,10 @@ and the environment). On CUDA:
     counted and divided by its steps;
 (d) where the vllm package is importable, the vLLM backend beside HF on the embedded
     model (`vllm_steps.py`: ms per step, and the share outside vLLM's own calls);
-    recorded as skipped elsewhere and in the CPU smoke mode.
+    recorded as skipped elsewhere and in the CPU smoke mode;
+(e) there too, SMC on the vLLM backend beside vLLM's own decode of the same rows on
+    one engine (`vllm_decode.py`: direct and regex AWRS at N=16, 4 gathered runs × 16
+    against 64 rows, at 32 and 160 tokens; CUDA graphs on; the model runner used).
 
 No measurement starts after `--budget` seconds (default 360, so that a run stays
 within 8 minutes); the rows left are recorded as skipped. The CPU smoke mode uses the embedded model and a tiny Llama-shaped model, N = 4, 8
@@ -284,6 +287,25 @@ def vllm_section(smoke: bool, repeats: int, deadline: float) -> dict:
         return {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
+def vllm_decode_section(smoke: bool, repeats: int, deadline: float) -> dict:
+    """SMC on the vLLM backend beside vLLM's own decode of the same rows, on one
+    engine (`vllm_decode.py`, CUDA graphs on), on CUDA where vllm is importable."""
+    import importlib.util
+
+    if smoke or not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None:
+        return {"status": "skipped (needs CUDA and the vllm package)"}
+    if time.perf_counter() > deadline:
+        return {"status": "skipped: over the time budget"}
+    try:
+        import vllm_decode
+
+        rows, runner = asyncio.run(vllm_decode.run_with_runner(repeats))
+        return {"status": "ok", "rows": rows, "runner": runner}
+    except Exception as exc:  # recorded; the report is still written
+        traceback.print_exc()
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     smoke = args.cpu_smoke or not torch.cuda.is_available()
@@ -294,6 +316,7 @@ def main(argv=None) -> int:
     report = {"mode": "cpu-smoke" if smoke else "cuda", "environment": environment(device)}
     report["gpu_tests"] = {"status": "skipped (no CUDA run)"} if smoke else run_gpu_tests(args.test_timeout)
     report["rows"] = asyncio.run(benchmark(device, smoke, repeats, t0 + args.budget))
+    report["vllm_decode"] = vllm_decode_section(smoke, repeats, t0 + args.budget)
     report["vllm"] = vllm_section(smoke, repeats, t0 + args.budget)
     report["seconds"] = time.perf_counter() - t0
     write_report(args.out, report)

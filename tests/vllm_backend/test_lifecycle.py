@@ -43,9 +43,12 @@ def test_close_frees_the_engine_and_a_second_one_starts():
     ctx = hf.tokenize(" value")
     want = asyncio.run(hf.logw_next(ctx)).weights
     first = vllm_llm("The module")
+    first.model.live_idle_s = 600.0  # the request stays held until close()
     np.testing.assert_allclose(asyncio.run(first.logw_next(ctx)).weights, want, atol=1e-4)
+    assert first.model.live_requests() > 0  # the row's request is held
     first.model.close()
-    assert first.model.engine is None
+    assert first.model.engine is None and first.model.live_requests() == 0
+    assert not first.model._driver._thread.is_alive() and not first.model._sink
     first.model.close()  # idempotent
     with pytest.raises(RuntimeError, match="the vLLM engine is closed"):
         asyncio.run(first.logw_next(ctx))

@@ -28,6 +28,15 @@ def hf(vllm):
     return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf", prompt_ids=vllm.prompt_ids)
 
 
+async def wait_until(condition, limit_s: float = 30.0) -> None:
+    """Wait (polling) until `condition()` holds; fail after `limit_s` seconds."""
+    for _ in range(int(limit_s / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition did not hold in time")
+
+
 def random_contexts(llm, rng, n, longest=40):
     picks = [rng.integers(len(llm.vocab), size=int(rng.integers(0, longest))) for _ in range(n)]
     return [[llm.vocab[int(i)] for i in ids] for ids in picks]
@@ -102,13 +111,16 @@ async def test_several_prompts_share_one_engine_batch(vllm, hf):
     refs = [hf.spawn(prompt_ids=p.prompt_ids) for p in llms]
     ctx = vllm.tokenize(" value")
     calls = []
-    evaluate = vllm.model.evaluate
-    vllm.model.evaluate = lambda wanted: calls.append(len(wanted)) or evaluate(wanted)
+    driver = vllm.model._driver
+    submit = driver.submit
+    driver.submit = lambda kind, wanted=None, fn=None: (
+        calls.append(len(wanted or [])) or submit(kind, wanted, fn)
+    )
     try:
         got = await asyncio.gather(*(p.logw_next(ctx) for p in llms))
     finally:
-        del vllm.model.evaluate
-    assert calls == [3]  # one batch of requests for the three prompts' queries
+        del driver.submit
+    assert calls == [3]  # one job of the engine thread for the three prompts' queries
     want = [await r.logw_next(ctx) for r in refs]
     assert_rows_equal(got, want)
     # each prompt's row is its own: the prompts' rows differ
@@ -164,17 +176,27 @@ async def test_a_failing_step_aborts_its_requests_and_the_engine_stays_usable(vl
 
 
 async def test_cancelled_runs_leave_the_engine_usable(vllm, hf):
+    """A run cancelled mid-step has its live requests ended (at once when it is
+    cancelled waiting for the engine, else when no pass comes within `live_idle_s`),
+    with no call needed."""
     sampler = direct_token_sampler(vllm)
-    for passes in (1, 3, 10):
-        task = asyncio.ensure_future(sampler.smc(n_particles=8, ess_threshold=0.5, max_tokens=40, seed=1))
-        for _ in range(passes):
-            await asyncio.sleep(0)
-        assert not task.done()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert not vllm.model.engine.has_unfinished_requests()
-        assert not vllm.model._sink
+    model = vllm.model
+    idle, model.live_idle_s = model.live_idle_s, 0.05
+    try:
+        for passes in (1, 3, 10, 40):
+            task = asyncio.ensure_future(
+                sampler.smc(n_particles=8, ess_threshold=0.5, max_tokens=40, seed=1)
+            )
+            for _ in range(passes):
+                await asyncio.sleep(0)
+            assert not task.done()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await wait_until(lambda: not model.engine.has_unfinished_requests())
+            assert model.live_requests() == 0 and not model._sink
+    finally:
+        model.live_idle_s = idle
     rng = np.random.default_rng(2)
     contexts = random_contexts(vllm, rng, 6)
     assert_rows_equal(await vllm.batch_logw_next(contexts), await hf.batch_logw_next(contexts))
@@ -191,7 +213,9 @@ def test_vocabulary_mismatch_is_a_clear_error(tmp_path):
     tok = AutoTokenizer.from_pretrained(model_path())
     tok.add_tokens([f"<extra_{i}>" for i in range(8)])
     tok.save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match=r"has 4104 tokens but the model .* vocabulary of 4096: they do not match"):
+    with pytest.raises(
+        ValueError, match=r"has 4104 tokens but the model .* vocabulary of 4096: they do not match"
+    ):
         PromptedLLM.from_name(EMBEDDED_MODEL, backend="vllm", tokenizer=str(tmp_path))
 
 
@@ -204,17 +228,31 @@ def test_head_size_the_cpu_kernels_do_not_take_is_a_clear_error(tmp_path):
     from genlm.control.embedded import model_path
     from genlm.control.lm._vllm import _cpu_head_sizes, check_head_size
 
-    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 4096,
-              "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-              "num_attention_heads": 4, "num_key_value_heads": 2}
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "vocab_size": 4096,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     if _cpu_head_sizes() is not None:
-        with pytest.raises(ValueError, match=r"attention heads of 8 dimensions, which vLLM's CPU attention does not take"):
+        with pytest.raises(
+            ValueError,
+            match=r"attention heads of 8 dimensions, which vLLM's CPU attention does not take",
+        ):
             PromptedLLM.from_name(str(tmp_path), backend="vllm", tokenizer=str(model_path()))
-    check_head_size(types.SimpleNamespace(hidden_size=32, num_attention_heads=4, head_dim=32), "m", [32, 64])
+    check_head_size(
+        types.SimpleNamespace(hidden_size=32, num_attention_heads=4, head_dim=32), "m", [32, 64]
+    )
     check_head_size(types.SimpleNamespace(hidden_size=32, num_attention_heads=4), "m", None)
     with pytest.raises(ValueError, match="heads of 8 dimensions"):
-        check_head_size(types.SimpleNamespace(hidden_size=32, num_attention_heads=4, head_dim=None), "m", [32])
+        check_head_size(
+            types.SimpleNamespace(hidden_size=32, num_attention_heads=4, head_dim=None), "m", [32]
+        )
 
 
 def test_unknown_model_offline_is_a_clear_error(monkeypatch):
