@@ -300,3 +300,13 @@ def test_generate_help_shows_defaults():
     for shown in ("(default: 10)", "(default: 0.5)", "(default: 32)", "(default: awrs)",
                   "(default: multinomial)", "(default: 5)", "(default: the embedded model)"):
         assert shown in flat, shown
+
+
+def test_ess_is_that_of_the_last_resampling(capsys, tmp_path):
+    # the command reports the ESS the record keeps for the run's last resampled step,
+    # not the N that the equal weights after it give
+    path = tmp_path / "run.json"
+    out = run_json(capsys, "--regex", NUMBER, "--record", str(path))
+    resampled = [s for s in json.loads(path.read_text())["steps"] if s["ancestors"] is not None]
+    assert resampled and resampled[-1]["ess"] < 8 * 0.5
+    assert out["ess"] == pytest.approx(resampled[-1]["ess"], rel=1e-12)

@@ -287,7 +287,7 @@ async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
         "model": model,
         "prompt": args.prompt,
         "log_ml": float(seqs.log_ml),
-        "ess": float(seqs.ess),
+        "ess": float(seqs.ess_before_resample),  # the run's diagnostic, not N after a resample
         "deaths": seqs.deaths.as_dict(),
         "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
         "particles_without_mass": seqs.n_without_mass,

@@ -154,7 +154,13 @@ class SMC:
                 verbosity=verbosity,
                 prompt=_prompt_text(held) if json_path is not None else None,
             )
-        return Sequences(pop.contexts, pop.log_weights, record=pop.record, deaths=pop.deaths)
+        return Sequences(
+            pop.contexts,
+            pop.log_weights,
+            record=pop.record,
+            deaths=pop.deaths,
+            ess_before_resample=pop.ess_before_resample,
+        )
 
     def cleanup(self) -> Cleaned:
         """Release the sampler's and the critic's resources (awaitable, or not)."""
