@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import threading
 from typing import Any, Awaitable, TypeVar
+
+from genlm.control._warn import ORIGIN, origin_of
 
 T = TypeVar("T")
 
@@ -48,20 +51,22 @@ def run(awaitable: Awaitable[T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coroutine)
-    return _run_in_thread(coroutine)
+    return _run_in_thread(coroutine, origin_of(sys._getframe(1)))
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
-def _run_in_thread(coroutine: Any) -> Any:
-    """Run `coroutine` on a fresh loop in a worker thread and wait for it here."""
+def _run_in_thread(coroutine: Any, origin: Any) -> Any:
+    """Run `coroutine` on a fresh loop in a worker thread and wait for it here; its
+    warnings point at `origin`, the line that called `run`."""
     started = threading.Event()
     box: dict[str, Any] = {}
 
     def worker() -> None:
         loop = asyncio.new_event_loop()
+        ORIGIN.set(origin)  # the task below runs in a copy of this thread's context
         try:
             box["task"], box["loop"] = loop.create_task(coroutine), loop
             started.set()

@@ -333,7 +333,8 @@ def _run(args: argparse.Namespace, item: Any) -> tuple[dict, str | None]:
         if issubclass(w.category, RecordNotWrittenWarning):
             failure = f"the record was not written to {w.message.path!r}: {w.message.reason}"
         else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            # the user's line is the command: no file, line or source of ours
+            print(f"genlm-control: warning: {w.message}", file=sys.stderr)
     return result, failure
 
 

@@ -9,11 +9,11 @@ particles), progress and recording. The arithmetic is the pure kernel's.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
 from genlm.control._args import is_int, is_real, positive_int, reject_bool
+from genlm.control._warn import warn_user
 from genlm.control.smc import kernel, progress
 from genlm.control.smc.deaths import Cause, Deaths, ZeroWeightWarning
 from genlm.control.smc.particle import Population, SequenceModel
@@ -135,7 +135,7 @@ async def smc_standard(
     pop.ess_before_resample = state.ess if ess_before_resample is None else ess_before_resample
     pop.deaths = Deaths.of(c or Cause.DEAD_PREFIX for c, w in zip(causes, state.log_weights) if w == -math.inf)
     if n_particles and pop.deaths.total == n_particles:
-        warnings.warn(ZeroWeightWarning(pop.deaths.explain(n_particles)), stacklevel=3)
+        warn_user(ZeroWeightWarning(pop.deaths.explain(n_particles)), ZeroWeightWarning)
     if recorder is not None:
         pop.record = recorder.finish(pop)
         write_record_or_warn(pop.record, json_file)
