@@ -45,17 +45,19 @@ class DeadEnd(float):
     and code that counts dead particles reads `cause` (see `cause_of`). A sampler
     returns it as its log weight (the budget does), or as its unit with log weight
     `-inf` (the step then closes the context with EOS in its place).
-
-    Args:
-        cause: a `Cause` (or its value).
-
-    Raises:
-        ValueError: `cause` is not a `Cause`.
     """
 
     cause: Cause
 
     def __new__(cls, cause: Cause | str) -> "DeadEnd":
+        """`-inf` carrying `cause`.
+
+        Args:
+            cause: a `Cause` (or its value).
+
+        Raises:
+            ValueError: `cause` is not a `Cause`.
+        """
         out = super().__new__(cls, float("-inf"))
         out.cause = Cause(cause)
         return out
