@@ -78,3 +78,31 @@ def test_not_an_awaitable_is_a_clear_error():
         run(sampler.smc)
     with pytest.raises(TypeError, match="needs an awaitable"):
         run(3)
+
+
+def test_an_interrupt_while_waiting_cancels_the_call_and_is_raised():
+    # the notebook's stop button raises KeyboardInterrupt in the waiting thread
+    import _thread
+
+    cancelled = threading.Event()
+
+    async def forever():
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def cell():
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            run(forever())
+
+    # a kernel's loop, as ipykernel runs it: SIGINT keeps its default handler, which
+    # raises KeyboardInterrupt (asyncio.run would install its own, cancelling its task)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(cell())
+    finally:
+        loop.close()
+    assert cancelled.is_set()

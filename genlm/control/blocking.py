@@ -61,7 +61,7 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 def _run_in_thread(coroutine: Any, origin: Any) -> Any:
     """Run `coroutine` on a fresh loop in a worker thread and wait for it here; its
     warnings point at `origin`, the line that called `run`."""
-    started = threading.Event()
+    started, finished = threading.Event(), threading.Event()
     box: dict[str, Any] = {}
 
     def worker() -> None:
@@ -79,19 +79,22 @@ def _run_in_thread(coroutine: Any, origin: Any) -> Any:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
+                finished.set()
 
     thread = threading.Thread(target=worker, name="genlm-control-run", daemon=True)
     thread.start()
+    # waiting on an event, not `thread.join`: an interrupt during `join` marks the
+    # thread as stopped while it still runs (CPython's bpo-45274 handling)
     try:
-        while thread.is_alive():
-            thread.join(0.1)
+        while not finished.wait(0.1):
+            pass
     except KeyboardInterrupt:
         started.wait()
         try:
             box["loop"].call_soon_threadsafe(box["task"].cancel)
         except (KeyError, RuntimeError):  # never started, or already ended and closed
             pass
-        thread.join()
+        finished.wait()
         raise
     if "error" in box:
         raise box["error"]
