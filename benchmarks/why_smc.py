@@ -119,7 +119,41 @@ def smc_posterior(seqs) -> dict[bytes, float]:
     return {text.encode(): p for text, p in seqs.finished_texts()}
 
 
+def pooled_posterior(runs: list, ratio: np.ndarray) -> dict:
+    """The runs' posteriors pooled by their `Ẑ` (`ratio = Ẑ / Z`): a consistent
+    estimate of `p` as the seeds grow."""
+    weights = ratio / ratio.sum() if ratio.sum() > 0 else ratio
+    pooled: dict = {}
+    for w, r in zip(weights, runs):
+        for s, p in smc_posterior(r).items():
+            pooled[s] = pooled.get(s, 0.0) + w * p
+    return pooled
+
+
+def row(n: int, runs: list, exact, q: dict, wall: float) -> tuple[dict, dict]:
+    """The table's row for `n` particles, and the runs' pooled posterior."""
+    seeds = len(runs)
+    tvs = [tv(smc_posterior(r), exact.posterior) for r in runs]
+    ratio = np.array([math.exp(r.log_ml - exact.log_z) for r in runs])
+    rng = np.random.default_rng(n)
+    masked = [tv(empirical(q, n, rng), exact.posterior) for _ in range(seeds)]
+    pooled = pooled_posterior(runs, ratio)
+    out = dict(
+        n=n,
+        tv_mean=float(np.mean(tvs)),
+        tv_sd=float(np.std(tvs, ddof=1)) if seeds > 1 else 0.0,
+        masking_tv_mean=float(np.mean(masked)),
+        ratio_mean=float(ratio.mean()),
+        ratio_se=float(ratio.std(ddof=1) / math.sqrt(seeds)) if seeds > 1 else 0.0,
+        log_ml_minus_log_z_mean=float(np.mean([r.log_ml - exact.log_z for r in runs])),
+        pooled_tv=tv(pooled, exact.posterior),
+        wall_s=wall,
+    )
+    return out, pooled
+
+
 async def study(lang: Language, particles: list[int], seeds: int) -> dict:
+    """Every number of one language: the exact target, masking's law, SMC's rows."""
     llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
     llm.set_prompt_from_str(lang.prompt)
     condition = BoolFSA.from_regex(lang.regex).coerce(llm, f=b"".join)
@@ -128,8 +162,7 @@ async def study(lang: Language, particles: list[int], seeds: int) -> dict:
     q = await masking_distribution(llm, condition, lang.max_tokens)
     enumerate_s = time.perf_counter() - t0
     sampler = AWRS(llm, condition)
-    rows = []
-    pooled = {}
+    rows, pooled = [], {}
     for n in particles:
         t0 = time.perf_counter()
         runs = await asyncio.gather(
@@ -138,30 +171,8 @@ async def study(lang: Language, particles: list[int], seeds: int) -> dict:
                 for s in range(seeds)
             )
         )
-        wall = time.perf_counter() - t0
-        tvs = [tv(smc_posterior(r), exact.posterior) for r in runs]
-        ratio = np.array([math.exp(r.log_ml - exact.log_z) for r in runs])
-        rng = np.random.default_rng(n)
-        masked = [tv(empirical(q, n, rng), exact.posterior) for _ in range(seeds)]
-        # runs pooled by their Ẑ (a consistent estimate of p as the seeds grow)
-        weights = ratio / ratio.sum() if ratio.sum() > 0 else ratio
-        pooled = {}
-        for w, r in zip(weights, runs):
-            for s, p in smc_posterior(r).items():
-                pooled[s] = pooled.get(s, 0.0) + w * p
-        rows.append(
-            dict(
-                n=n,
-                tv_mean=float(np.mean(tvs)),
-                tv_sd=float(np.std(tvs, ddof=1)) if seeds > 1 else 0.0,
-                masking_tv_mean=float(np.mean(masked)),
-                ratio_mean=float(ratio.mean()),
-                ratio_se=float(ratio.std(ddof=1) / math.sqrt(seeds)) if seeds > 1 else 0.0,
-                log_ml_minus_log_z_mean=float(np.mean([r.log_ml - exact.log_z for r in runs])),
-                pooled_tv=tv(pooled, exact.posterior),
-                wall_s=wall,
-            )
-        )
+        out, pooled = row(n, runs, exact, q, time.perf_counter() - t0)
+        rows.append(out)
     top = sorted(exact.posterior, key=lambda s: -exact.posterior[s])[:8]
     return dict(
         language=lang.__dict__,
