@@ -242,3 +242,17 @@ def test_readme_test_command_runs_pytest():
 def test_the_command_line_page_shows_the_readmes_command():
     cli_page = [b for b in COMMANDS if b.page.name == "cli.md"]
     assert cli_page and shlex.split(cli_page[0].code)[1:] == readme_command("genlm-control")
+
+
+def _prose(page: Path) -> str:
+    return re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_no_page_repeats_a_heading_or_keeps_a_placeholder(page):
+    headings = [line.strip() for line in _prose(page).splitlines() if re.match(r"#{1,6} ", line)]
+    repeated = sorted({h for h in headings if headings.count(h) > 1})
+    assert not repeated, f"{page.name} repeats {repeated}"
+    # an HTML comment is a block's mark, never a note left for later
+    comments = re.findall(r"<!--(.*?)-->", _prose(page), flags=re.S)
+    assert all(c.strip() in MARKS for c in comments), comments
