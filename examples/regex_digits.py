@@ -23,7 +23,7 @@ async def main(n_particles: int = 10, max_tokens: int = 16, seed: int = 0):
     )
     for text, p in sequences.decoded_posterior.items():
         print(f"{p:.3f}  {text!r}")
-    print(f"log_ml = {sequences.log_ml:.3f}, ESS = {sequences.ess:.2f}")
+    print(f"log_ml = {sequences.log_ml:.3f}, ESS = {sequences.ess_before_resample:.2f}")
     return sequences
 
 

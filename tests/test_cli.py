@@ -300,3 +300,25 @@ def test_generate_help_shows_defaults():
     for shown in ("(default: 10)", "(default: 0.5)", "(default: 32)", "(default: awrs)",
                   "(default: multinomial)", "(default: 5)", "(default: the embedded model)"):
         assert shown in flat, shown
+
+
+def test_ess_is_that_of_the_last_resampling(capsys, tmp_path):
+    # the command reports the ESS the record keeps for the run's last resampled step,
+    # not the N that the equal weights after it give
+    path = tmp_path / "run.json"
+    out = run_json(capsys, "--regex", NUMBER, "--record", str(path))
+    resampled = [s for s in json.loads(path.read_text())["steps"] if s["ancestors"] is not None]
+    assert resampled and resampled[-1]["ess"] < 8 * 0.5
+    assert out["ess"] == pytest.approx(resampled[-1]["ess"], rel=1e-12)
+
+
+def test_warnings_name_no_line_of_source(capsys):
+    # every particle dies: the warning is one line of the command's, with no file,
+    # line number or source line (of ours or anyone's)
+    args = [*BASE[:-4], "--max-tokens", "2", "--seed", "1", "--particles", "4", "--regex", " [0-9]{5}\\."]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[0].startswith("genlm-control: warning: every one of the 4 particles")
+    assert len(lines) == 1, err
+    assert ".py" not in err and "return await" not in err

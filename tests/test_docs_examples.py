@@ -12,6 +12,25 @@ changes that:
 
 The README's main-job command is run through `genlm.control.cli.main` with the
 arguments read from the README, so a change to that command is tested too.
+
+Shown output. Every output the docs show is produced here, so a stale one fails:
+
+- a ```text block that follows a ```python block with nothing but blank lines between
+  is that block's standard output (for a `<!-- script -->` block, the script's);
+- a ```text block that follows a ```bash block holding one `genlm-control ...`
+  command is that command's standard output (run through `genlm.control.cli.main`);
+- a ```text block whose first line starts with `$ ` is a transcript: each
+  `$ [VAR=value ...] genlm-control ...` line is run the same way (with those
+  environment variables), and the lines up to the next `$ ` are its standard output
+  and standard error;
+- a line of a runnable block that calls `print(...)` carries no trailing comment: a
+  printed value is shown in an output block, where it is checked, never in a comment.
+
+Outputs are compared line by line after removing trailing spaces and blank lines at
+either end; nothing else is normalised (the examples are seeded, so their output is
+the same bit for bit). The shown outputs are those of the CPU (the Hugging Face
+backend): where CUDA and vLLM are both present, `PromptedLLM.from_name` and the
+command choose vLLM, and the blocks still run but their output is not compared.
 """
 
 import importlib.util
@@ -39,24 +58,53 @@ class Block(NamedTuple):
     lang: str
     mark: str | None
     code: str
+    output: str | None = None  # the ```text block shown right after it
 
     @property
     def name(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
 
 
-def blocks(lang: str) -> list[Block]:
+def page_blocks(page: Path) -> list[Block]:
+    """The fenced blocks of `page`, each with the text block that follows it at once."""
+    text = page.read_text(encoding="utf-8")
+    found = list(FENCE.finditer(text))
     out = []
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        for m in FENCE.finditer(text):
-            if m.group(2) == lang:
-                line = text.count("\n", 0, m.start(2)) + 1
-                out.append(Block(page, line, lang, m.group(1), m.group(3) + "\n"))
+    for i, m in enumerate(found):
+        line = text.count("\n", 0, m.start(2)) + 1
+        after = found[i + 1] if i + 1 < len(found) else None
+        output = None
+        if after is not None and after.group(2) == "text" and not text[m.end() : after.start()].strip():
+            output = after.group(3) + "\n"
+        out.append(Block(page, line, m.group(2), m.group(1), m.group(3) + "\n", output))
     return out
 
 
+ALL = [b for page in PAGES for b in page_blocks(page)]
+
+
+def blocks(lang: str) -> list[Block]:
+    return [b for b in ALL if b.lang == lang]
+
+
 PYTHON = blocks("python")
+COMMANDS = [b for b in blocks("bash") if b.output is not None]
+TRANSCRIPTS = [b for b in blocks("text") if b.code.startswith("$ ")]
+ON_VLLM = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+
+
+def shown(text: str) -> list[str]:
+    """`text` as compared with a shown output: lines without trailing spaces, no blank
+    lines at either end."""
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def check_output(block: Block, printed: str) -> None:
+    if block.output is None or ON_VLLM:
+        return
+    assert shown(printed) == shown(block.output), (
+        f"{block.name} prints\n{printed}\nbut the page shows\n{block.output}"
+    )
 
 
 def test_every_page_has_known_marks_and_runs_something():
@@ -66,8 +114,33 @@ def test_every_page_has_known_marks_and_runs_something():
     assert sum(b.mark == "no-test" for b in PYTHON) <= 2
 
 
+PRINT_WITH_COMMENT = re.compile(r"\bprint\(.*\)\s*#")
+
+
+def test_printed_values_are_shown_in_output_blocks_not_comments():
+    found = [
+        f"{b.name}+{i}: {line.strip()}"
+        for b in PYTHON
+        if b.mark != "no-test"
+        for i, line in enumerate(b.code.splitlines(), 1)
+        if PRINT_WITH_COMMENT.search(line)
+    ]
+    assert not found, "show printed values in a ```text block after the code:\n" + "\n".join(found)
+
+
+def test_every_shown_output_is_checked():
+    # an output block may follow only code that this file runs and compares
+    for b in ALL:
+        if b.output is not None and b.lang not in ("python", "text"):
+            assert b in COMMANDS and b.code.strip().startswith("genlm-control "), b.name
+        if b.output is not None and b.lang == "python":
+            assert b.mark in (None, "script"), f"{b.name}: its output is shown but it does not run here"
+    assert len([b for b in PYTHON if b.output is not None]) >= 5
+    assert COMMANDS and TRANSCRIPTS
+
+
 @pytest.mark.parametrize("block", PYTHON, ids=[b.name for b in PYTHON])
-def test_python_block(block, tmp_path, monkeypatch):
+def test_python_block(block, tmp_path, monkeypatch, capsys):
     if block.mark == "no-test":
         pytest.skip("a fragment")
     if block.mark == "gpu-only" and not (
@@ -86,9 +159,48 @@ def test_python_block(block, tmp_path, monkeypatch):
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
         assert done.returncode == 0, done.stderr[-3000:]
+        check_output(block, done.stdout)
         return
     code = compile(block.code, block.name, "exec")
+    capsys.readouterr()
     exec(code, {"__name__": "__main__"})
+    check_output(block, capsys.readouterr().out)
+
+
+def run_cli(words: list[str], capsys) -> tuple[int, str, str]:
+    """`genlm-control` run in this process: its exit status, stdout and stderr."""
+    from genlm.control.cli import main
+
+    assert words[0] == "genlm-control", words
+    capsys.readouterr()
+    code = main(words[1:])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("block", COMMANDS, ids=[b.name for b in COMMANDS])
+def test_command_output(block, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = run_cli(shlex.split(block.code), capsys)
+    assert code == 0, err
+    check_output(block, out)
+
+
+@pytest.mark.parametrize("block", TRANSCRIPTS, ids=[b.name for b in TRANSCRIPTS])
+def test_transcript(block, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    runs = re.split(r"^\$ ", block.code, flags=re.M)[1:]
+    assert runs, block.name
+    for run in runs:
+        command, _, expected = run.partition("\n")
+        words = shlex.split(command)
+        while "=" in words[0]:
+            name, _, value = words.pop(0).partition("=")
+            monkeypatch.setenv(name, value)
+        _, out, err = run_cli(words, capsys)
+        assert shown(out + err) == shown(expected), f"{block.name}: `{command}` printed\n{out}{err}"
 
 
 def readme_command(prefix: str) -> list[str]:
@@ -125,3 +237,22 @@ def test_readme_test_command_runs_pytest():
     assert args[:2] == ["-m", "pytest"]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python -m pytest " + " ".join(args[2:]) in ci
+
+
+def test_the_command_line_page_shows_the_readmes_command():
+    cli_page = [b for b in COMMANDS if b.page.name == "cli.md"]
+    assert cli_page and shlex.split(cli_page[0].code)[1:] == readme_command("genlm-control")
+
+
+def _prose(page: Path) -> str:
+    return re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_no_page_repeats_a_heading_or_keeps_a_placeholder(page):
+    headings = [line.strip() for line in _prose(page).splitlines() if re.match(r"#{1,6} ", line)]
+    repeated = sorted({h for h in headings if headings.count(h) > 1})
+    assert not repeated, f"{page.name} repeats {repeated}"
+    # an HTML comment is a block's mark, never a note left for later
+    comments = re.findall(r"<!--(.*?)-->", _prose(page), flags=re.S)
+    assert all(c.strip() in MARKS for c in comments), comments

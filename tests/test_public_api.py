@@ -8,7 +8,7 @@ TOP_LEVEL = [
     "EOS", "EOT", "SMC", "set_draw_method", "DRAW_METHODS", "Potential", "PromptedLLM",
     "ByteLLM", "WCFG", "BoolCFG", "WFSA", "BoolFSA", "JsonSchema", "CanonicalTokenization",
     "Ensemble", "AWRS", "direct_token_sampler", "eager_token_sampler", "topk_token_sampler",
-    "InferenceVisualizer", "GuidedConstraint",
+    "InferenceVisualizer", "GuidedConstraint", "run",
 ]  # fmt: skip
 
 PATHS = {

@@ -21,6 +21,7 @@ _EXPORTS = {
     "topk_token_sampler": "genlm.control.sampler.set",
     "InferenceVisualizer": "genlm.control.viz",
     "EMBEDDED_MODEL": "genlm.control.embedded",
+    "run": "genlm.control.blocking",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

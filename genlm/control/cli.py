@@ -287,7 +287,7 @@ async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
         "model": model,
         "prompt": args.prompt,
         "log_ml": float(seqs.log_ml),
-        "ess": float(seqs.ess),
+        "ess": float(seqs.ess_before_resample),  # the run's diagnostic, not N after a resample
         "deaths": seqs.deaths.as_dict(),
         "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
         "particles_without_mass": seqs.n_without_mass,
@@ -333,7 +333,8 @@ def _run(args: argparse.Namespace, item: Any) -> tuple[dict, str | None]:
         if issubclass(w.category, RecordNotWrittenWarning):
             failure = f"the record was not written to {w.message.path!r}: {w.message.reason}"
         else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            # the user's line is the command: no file, line or source of ours
+            print(f"genlm-control: warning: {w.message}", file=sys.stderr)
     return result, failure
 
 

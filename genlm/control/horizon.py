@@ -50,7 +50,14 @@ class DeadEnd(float):
     cause: Cause
 
     def __new__(cls, cause: Cause | str) -> "DeadEnd":
-        """`-inf` carrying `cause`, a `Cause` or its value (`ValueError` otherwise)."""
+        """`-inf` carrying `cause`.
+
+        Args:
+            cause: a `Cause` (or its value).
+
+        Raises:
+            ValueError: `cause` is not a `Cause`.
+        """
         out = super().__new__(cls, float("-inf"))
         out.cause = Cause(cause)
         return out

@@ -6,7 +6,6 @@ Weights are a NumPy float64 array on the host or a torch tensor on a device (see
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -19,6 +18,7 @@ from genlm.control._device import (
     match,
     to_host,
 )
+from genlm.control._warn import warn_user
 
 NEG_INF = float("-inf")
 
@@ -144,11 +144,10 @@ class LazyWeights:
                     self._by_bytes.setdefault(b, k)
         i = self._by_bytes.get(token)
         if i is not None:
-            warnings.warn(
+            warn_user(
                 "Indexing LazyWeights by bytes is deprecated: index by the Token "
                 "(e.g. from llm.tokenize()); plain bytes give the first token with them",
                 DeprecationWarning,
-                stacklevel=3,
             )
         return i
 

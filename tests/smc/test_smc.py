@@ -19,10 +19,11 @@ from toys import (
     toy_backend,
 )
 
-from genlm.control import EOS, SMC, direct_token_sampler, set_draw_method
+from genlm.control import EOS, SMC, Sequences, direct_token_sampler, set_draw_method
 from genlm.control.draw import get_draw_method
 from genlm.control.sampler.smc import SequenceModel, smc_standard
 from genlm.control.sampler.token import DirectTokenSampler, TokenSampler
+from genlm.control.smc.deaths import ZeroWeightWarning
 from genlm.control.smc.record import RunRecord
 from genlm.control.smc.resampling import RESAMPLING_METHODS
 
@@ -502,3 +503,56 @@ def test_slot_streams_depend_on_seed_step_and_slot_only():
     values = {tuple(v) for v in ref + first(a, 3, [0, 1, 2])}
     assert len(values) == 6
     assert first(SlotStreams(np.random.SeedSequence(6)), 2, [0]) != ref[:1]
+
+
+# The ESS a run reports ---------------------------------------------------
+
+
+class WeightsByCall(TokenSampler):
+    """The `k`-th call proposes `units[k] = (token, logw)` (calls run in slot order)."""
+
+    def __init__(self, units):
+        super().__init__(ab_lm())
+        self.units, self.calls = list(units), 0
+
+    async def sample(self, context, draw=None):
+        token, logw = self.units[self.calls]
+        self.calls += 1
+        return token, logw, 0.0
+
+
+ONE_STEP = [
+    ([0.0, -math.inf, -math.inf, -math.inf], 1.0),  # one particle carries everything
+    ([math.log(w) for w in (1, 2, 3, 4)], 10**2 / 30),  # (Σw)² / Σw²
+    ([0.0] * 4, 4.0),
+]
+
+
+@pytest.mark.parametrize("weights, expected", ONE_STEP)
+@pytest.mark.parametrize("method", METHODS)
+async def test_ess_before_the_final_resample_is_reported(weights, expected, method):
+    units = [(EOS, w) for w in weights]
+    resampled = await SMC(WeightsByCall(units))(4, 1.0, 3, resampling_method=method, seed=0)
+    # 0.4.1's `ess` is that of the returned weights: every weight the mean after resampling
+    assert resampled.ess == pytest.approx(4.0)
+    assert resampled.ess_before_resample == pytest.approx(expected)
+    kept = await SMC(WeightsByCall(units))(4, 0.0, 3, seed=0)
+    assert kept.ess == pytest.approx(expected) and kept.ess_before_resample == pytest.approx(expected)
+
+
+async def test_ess_before_resample_is_that_of_the_last_resampling_not_of_the_last_step():
+    # step 1: weights 1, 2, 3, 4 (ESS 10/3 < 0.9·4: resampled); step 2: every particle
+    # ends with the same weight (ESS 4: not resampled)
+    units = [(b"a", math.log(w)) for w in (1, 2, 3, 4)] + [(EOS, 0.0)] * 4
+    seqs = await SMC(WeightsByCall(units))(4, 0.9, 3, seed=0)
+    assert seqs.ess == pytest.approx(4.0)
+    assert seqs.ess_before_resample == pytest.approx(10 / 3)
+
+
+async def test_ess_before_resample_of_a_run_dead_at_the_start_and_of_hand_made_sequences():
+    never = BoolPotential(AB, lambda ctx: False, lambda ctx: False)
+    with pytest.warns(ZeroWeightWarning):
+        seqs = await SMC(direct_token_sampler(ab_lm() * never))(3, 0.5, 4, seed=0)
+    assert seqs.ess == 0.0 and seqs.ess_before_resample == 0.0
+    hand = Sequences([[b"a"], [b"b"]], [0.0, math.log(3)])
+    assert hand.ess_before_resample == hand.ess == pytest.approx(16 / 10)

@@ -13,6 +13,7 @@ from genlm.backend.tokenization.token import Token
 
 from genlm.control._device import to_host
 from genlm.control._held import HeldByRuns
+from genlm.control._warn import warn_user
 from genlm.control.lm._llm_loading import (
     _check_lora,
     _default_eos,
@@ -231,12 +232,11 @@ class PromptedLLM(Potential, HeldByRuns):
                 f"{type(prompt_str).__name__}; to set the prompt from token ids, assign llm.prompt_ids"
             )
         if prompt_str.endswith(" "):
-            warnings.warn(
+            warn_user(
                 "the prompt ends with a space: tokenizers attach a space to the next word "
                 "(' world'), so the model rarely sees a lone trailing space; consider "
                 "ending the prompt without it",
                 UserWarning,
-                stacklevel=2,
             )
         self.prompt_ids = self.model.tokenizer.encode(check_text(prompt_str, "prompt"))
 
@@ -266,11 +266,10 @@ class PromptedLLM(Potential, HeldByRuns):
                     f"Token {tok!r} not in vocabulary: it is not in the language model's vocabulary"
                 )
             if not warned:
-                warnings.warn(
+                warn_user(
                     "Passing bytes to encode_tokens is deprecated: pass Tokens (from "
                     "llm.tokenize or llm.vocab), which name one token id each",
                     DeprecationWarning,
-                    stacklevel=2,
                 )
                 warned = True
             ids.append(first)

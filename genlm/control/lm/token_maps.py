@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping, Sequence
@@ -14,6 +13,7 @@ import numpy as np
 import torch
 from genlm.backend.tokenization.token import Token
 
+from genlm.control._warn import warn_user
 from genlm.control.potential.tables import VocabTables, build_tables
 
 
@@ -52,11 +52,10 @@ class TokenEncode(dict):
                 return key.token_id
             raise KeyError(key)
         value = super().__getitem__(key)
-        warnings.warn(
+        warn_user(
             "Indexing token_maps.encode by bytes is deprecated: index it by a Token "
             "(e.g. from llm.tokenize), which names one token id",
             DeprecationWarning,
-            stacklevel=2,
         )
         return value
 

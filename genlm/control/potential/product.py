@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import index_for, is_tensor, masked, match, stack
+from genlm.control._warn import warn_user
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
 from genlm.control.weights import LazyWeights
@@ -70,11 +70,10 @@ class Product(Potential):
                 f"{p1!r} and {p2!r} share no token, so their product is empty"
             )
         if len(shared) < max(len(t1.vocab), len(t2.vocab)):
-            warnings.warn(
+            warn_user(
                 f"Product keeps the {len(shared)} tokens shared by vocabularies of sizes "
                 f"{len(t1.vocab)} and {len(t2.vocab)}",
                 SharedVocabularyWarning,
-                stacklevel=3,
             )
         super().__init__(shared, token_type=p1.token_type, eos=p1.eos)
         vocab_eos = self.tables.vocab_eos

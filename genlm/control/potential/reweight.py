@@ -54,7 +54,8 @@ class Tempered(Potential):
         if is_tensor(w):
             return w.where(w.isneginf(), w * self.exponent)
         w = np.asarray(w, dtype=np.float64)
-        return np.where(np.isneginf(w), w, w * self.exponent)
+        with np.errstate(invalid="ignore"):  # -inf · 0 is NaN, replaced by -inf here
+            return np.where(np.isneginf(w), w, w * self.exponent)
 
     async def prefix(self, context):
         return float(self._scale(np.float64(await self.potential.prefix(context))))

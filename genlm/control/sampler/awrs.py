@@ -53,6 +53,7 @@ import numpy as np
 from genlm.control._args import is_int, is_real, reject_bool
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import mask_like, masked
+from genlm.control._warn import warn_user
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
@@ -204,12 +205,11 @@ class AWRS(TokenSampler):
         self.n_monte_carlo_samples = n_monte_carlo_samples
         if n_monte_carlo_samples is not None:
             # 0.4.1 code that passes it expects this warning (it did nothing there)
-            warnings.warn(
+            warn_user(
                 "n_monte_carlo_samples was deprecated in genlm-control 0.4.1, where it did "
                 "nothing; here each inclusion probability is estimated from that many "
                 "simulations of the race instead of the exact series",
                 DeprecationWarning,
-                stacklevel=2,
             )
         self.exact = bool(condition.cheap_logw_next)
         self._allowed_next = fast_paths.allowed_next(condition)

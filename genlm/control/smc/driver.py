@@ -9,11 +9,11 @@ particles), progress and recording. The arithmetic is the pure kernel's.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
 from genlm.control._args import is_int, is_real, positive_int, reject_bool
+from genlm.control._warn import warn_user
 from genlm.control.smc import kernel, progress
 from genlm.control.smc.deaths import Cause, Deaths, ZeroWeightWarning
 from genlm.control.smc.particle import Population, SequenceModel
@@ -83,7 +83,9 @@ async def smc_standard(
         prompt: the model's prompt as text, kept in the record.
 
     Returns:
-        The final `Population` (its `record` is set when `json_file` is given).
+        The final `Population` (its `record` is set when `json_file` is given; its
+        `ess_before_resample` is the ESS the run's last resampling saw, before it
+        resampled, or the final ESS when the run never resampled).
     """
     check_args(n_particles, ess_threshold)
     if json_path is not None and json_file is not None:
@@ -104,6 +106,7 @@ async def smc_standard(
     if json_file:
         recorder = Recorder(n_particles, ess_threshold, model.max_tokens, resampling_method, seed, prompt)
     step = 0
+    ess_before_resample = None  # the ESS the run's last resampling saw
     with progress.progress_bar(model.max_tokens) as bar:
         while not state.done.all():
             live = state.live
@@ -123,14 +126,16 @@ async def smc_standard(
             if recorder is not None:
                 recorder.add(step, state, ancestors)
             if ancestors is not None:
+                ess_before_resample = state.ess
                 state = kernel.resample(state, ancestors)
                 causes = [causes[a] for a in ancestors.tolist()]
             step += 1
             bar.update(1)
     pop = Population.of_state(model, state)
+    pop.ess_before_resample = state.ess if ess_before_resample is None else ess_before_resample
     pop.deaths = Deaths.of(c or Cause.DEAD_PREFIX for c, w in zip(causes, state.log_weights) if w == -math.inf)
     if n_particles and pop.deaths.total == n_particles:
-        warnings.warn(ZeroWeightWarning(pop.deaths.explain(n_particles)), stacklevel=3)
+        warn_user(ZeroWeightWarning(pop.deaths.explain(n_particles)), ZeroWeightWarning)
     if recorder is not None:
         pop.record = recorder.finish(pop)
         write_record_or_warn(pop.record, json_file)

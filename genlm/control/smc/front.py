@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from genlm.control._args import positive_int
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._held import holding
+from genlm.control._warn import warn_user
 from genlm.control.potential.base import Potential
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.smc.driver import check_args, smc_standard
@@ -154,7 +154,13 @@ class SMC:
                 verbosity=verbosity,
                 prompt=_prompt_text(held) if json_path is not None else None,
             )
-        return Sequences(pop.contexts, pop.log_weights, record=pop.record, deaths=pop.deaths)
+        return Sequences(
+            pop.contexts,
+            pop.log_weights,
+            record=pop.record,
+            deaths=pop.deaths,
+            ess_before_resample=pop.ess_before_resample,
+        )
 
     def cleanup(self) -> Cleaned:
         """Release the sampler's and the critic's resources (awaitable, or not)."""
@@ -198,10 +204,9 @@ def _check_critic_vocabulary(target: Potential, critic: Potential) -> None:
             "are missing); build the critic over the sampler's vocabulary or coerce it"
         )
     if missing:
-        warnings.warn(
+        warn_user(
             f"the critic's vocabulary lacks {len(missing)} of the sampler's tokens "
             f"(e.g. {missing[:3]!r}); it must still score contexts containing them",
-            stacklevel=4,
         )
 
 

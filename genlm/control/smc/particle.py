@@ -267,6 +267,8 @@ class Population:
         done: whether each slot's particle has finished.
         record: the run record when one was requested.
         deaths: the sequences of weight zero, by cause (`genlm.control.smc.deaths`).
+        ess_before_resample: `1 / Σ W²` of the weights the run's last resampling saw,
+            before it resampled (the final ESS when the run never resampled).
     """
 
     particles: list[SequenceModel]
@@ -274,6 +276,7 @@ class Population:
     done: np.ndarray
     record: RunRecord | None = field(default=None, repr=False)
     deaths: Deaths = field(default_factory=Deaths)
+    ess_before_resample: float | None = None
 
     @classmethod
     def of_state(cls, model: SequenceModel, state: PopulationState, record: RunRecord | None = None) -> "Population":

@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-import warnings
 from pathlib import Path
 from typing import Any
+
+from genlm.control._warn import warn_user
 
 
 class RecordNotWrittenWarning(UserWarning):
@@ -142,7 +143,7 @@ def write_record_or_warn(record: Any, path: Any) -> bool:
         record.to_json(path)
     except (OSError, ValueError) as exc:
         reason = f"{exc.strerror}" if isinstance(exc, OSError) and exc.strerror else str(exc)
-        warnings.warn(RecordNotWrittenWarning(os.fspath(path), reason), stacklevel=3)
+        warn_user(RecordNotWrittenWarning(os.fspath(path), reason))
         return False
     return True
 

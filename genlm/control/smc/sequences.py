@@ -35,13 +35,23 @@ class Sequences:
         record: the run record, when the run wrote one.
         deaths: how many sequences have weight zero, by cause (`Deaths`: `max_tokens`,
             `dead_prefix`, `nan`, `critic`); SMC fills it, all zeros otherwise.
+        ess_before_resample: the ESS the run's last resampling saw; SMC fills it,
+            `ess` otherwise.
 
     Attributes:
         size: number of sequences.
         log_total: `log Σ exp(logw)`.
         log_ml: `log(Σ exp(logw) / size)`, the estimate of `log Z`.
         log_normalized_weights: `logw - log_total`.
-        log_ess, ess: the effective sample size `1 / Σ W²` and its log.
+        log_ess, ess: the effective sample size `1 / Σ W²` of `log_weights` and its
+            log (as in 0.4.1). Resampling sets every weight to the mean, so after a
+            run that resampled near its end `ess` is close to `size` however few
+            particles the population descends from.
+        ess_before_resample: `1 / Σ W²` of the weights at the run's last resampling,
+            before it resampled: the run's diagnostic (near 1, one particle carried
+            the posterior). It is `ess` when the run never resampled (and for
+            sequences built by hand). After it, every step's ESS stayed at or above
+            `ess_threshold · size`, or another resampling would have followed.
         record: the run record when the run wrote one.
 
     Raises:
@@ -53,6 +63,7 @@ class Sequences:
     log_weights: Any
     record: RunRecord | None = field(default=None, repr=False, compare=False)
     deaths: Deaths = field(default_factory=Deaths, repr=False, compare=False)
+    ess_before_resample: float | None = field(default=None, compare=False)
 
     def __post_init__(self):
         self.contexts = list(self.contexts)
@@ -70,6 +81,10 @@ class Sequences:
             self.log_normalized_weights = self.log_weights - self.log_total
         self.ess = ess(self.log_weights) if self.size else 0.0
         self.log_ess = math.log(self.ess) if self.ess > 0 else NEG_INF
+        if self.ess_before_resample is None:
+            self.ess_before_resample = self.ess
+        else:
+            self.ess_before_resample = float(self.ess_before_resample)
 
     @property
     def normalized_weights(self) -> np.ndarray:

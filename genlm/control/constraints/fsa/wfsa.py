@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from genlm.control._state_cache import PrefixStateCache
+from genlm.control._warn import warn_user
 from genlm.control.constraints.fsa._fsa_arrays import (
     N_BYTES,
     ByteAutomaton,
@@ -286,11 +286,10 @@ class BoolFSA(WFSA):
         if semiring not in ("boolean", "log"):
             raise ValueError(f"semiring must be 'boolean' or 'log', got {semiring!r}")
         if semiring == "log":
-            warnings.warn(
+            warn_user(
                 "BoolFSA.from_regex(semiring='log') is deprecated: the automaton is Boolean "
                 "whatever the semiring; only .wfsa is built in the Log semiring",
                 DeprecationWarning,
-                stacklevel=2,
             )
         fsa = super().from_regex(pattern, charset, to_bytes, cache_size, max_states=max_states)
         if semiring == "log":
