@@ -54,7 +54,6 @@ INTERNALS: list[tuple[str, str]] = [
     ("test_canonical.py::test_set_overrides", "CanonicalTokenization.canonicality_filter (FastCanonicalityFilterBPE)"),
     ("test_canonical.py::test_from_llm_extract_merges_slow_tokenizer", "FastCanonicalityFilterBPE._merges"),
     ("test_canonical.py::test_from_llm_duplicate_byte_error", "canonical.decode_vocab, FastCanonicalityFilterBPE"),
-    ("test_stateful.py::", "potential.stateful and potential.streaming (PING_TOKEN, KEEP_ALIVE_SET, PriorityMap, ...)"),
 ]
 
 # Test files that need a model that is not available offline (counted apart).
