@@ -7,7 +7,7 @@ import functools
 import pytest
 from toys.reasoning import THINK_TEMPLATE, save_reasoning_model
 
-from genlm.control import AWRS, SMC, BoolFSA, HarmonyPotential, PromptedLLM
+from genlm.control import AWRS, EOS, SMC, BoolFSA, HarmonyPotential, PromptedLLM
 from genlm.control.lm.chat import chat_prompt_ids
 from genlm.control.reasoning import answer_posterior
 
@@ -76,6 +76,7 @@ async def test_awrs_under_a_harmony_condition_runs_on_the_model(llm):
         )
     assert len(seqs.contexts) == 3 and all(len(ctx) >= 5 for ctx in seqs.contexts)
     for ctx in seqs.contexts:  # every token AWRS accepted kept the output in the format
-        assert harmony.harmony_chat.validate_harmony_format(list(ctx))
+        tokens = [t for t in ctx if t is not EOS]  # (SMC ends with EOS at max_tokens)
+        assert harmony.harmony_chat.validate_harmony_format(tokens)
     post = answer_posterior(seqs, harmony)
     assert set(post) <= {"ab"}
