@@ -31,9 +31,10 @@ from genlm.control.reasoning.sections import SectionedPotential, Sections
 VALID_CHANNELS = {"analysis", "final", "commentary"}
 SPECIALS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>")
 OPTIONAL_SPECIALS = ("<|call|>", "<|constrain|>")
-_ROLE = regex.compile(r"assistant(?:\s+to=[^\s<]+)?\s*")
+_ROLE = regex.compile(r"assistant(?: to=[^\s<]+)?")
+# `final`, `commentary to=functions.f json`, `commentary to=functions.f <|constrain|>json`
 _HEADER = regex.compile(
-    r"(analysis|commentary|final)(?:\s+to=[^\s<]+)?(?:\s+(?:<\|constrain\|>)?[\w.\-/]+|\s*<\|constrain\|>[\w.\-/]+)?\s*"
+    r"(analysis|commentary|final)(?: to=[^\s<]+)?(?: ?<\|constrain\|>[\w.\-/]+| [\w.\-/]+)?"
 )
 
 
