@@ -103,6 +103,7 @@ class SectionedPotential(Potential):
         self._states = PrefixStateCache(fmt.root(), self._step, size=cache_size)
         self._closed_weights: LRU = LRU(4096)
         self._header_rows: LRU = LRU(256)
+        self._groups: dict | None = None
 
     def _index_into(self, scorer: Potential) -> np.ndarray:
         """Position of each of our tokens in `scorer.vocab_eos` (-1: not there)."""
@@ -157,16 +158,33 @@ class SectionedPotential(Potential):
         return await self._score(state, context, True)
 
     def _header_row(self, state: Sections) -> np.ndarray:
-        """0 / -inf per ordinary token: does it keep the header in the format?"""
+        """0 / -inf per ordinary token: does it keep the header in the format?
+
+        Viability is prefix-closed (a token that keeps the header viable starts with a
+        byte that does), so only the tokens whose first byte is viable are tried."""
         key: Hashable = (state.mode, state.text, state.flag)
         row = self._header_rows.get(key)
         if row is None:
             row = np.full(len(self.vocab), NEG_INF)
-            for i in np.flatnonzero(self._ordinary):
-                if self.format.advance(state, None, bytes(self.vocab[i])) is not None:
-                    row[i] = 0.0
+            groups = self._by_first_byte()
+            for first, idxs in groups.items():
+                if first is not None and self.format.advance(state, None, bytes([first])) is None:
+                    continue
+                for i in idxs:
+                    if self.format.advance(state, None, bytes(self.vocab[i])) is not None:
+                        row[i] = 0.0
             self._header_rows.put(key, row)
         return row
+
+    def _by_first_byte(self) -> dict:
+        """Ordinary token indices grouped by their first byte (None: the empty token)."""
+        if self._groups is None:
+            groups: dict = {}
+            for i in np.flatnonzero(self._ordinary):
+                data = bytes(self.vocab[i])
+                groups.setdefault(data[0] if data else None, []).append(int(i))
+            self._groups = groups
+        return self._groups
 
     async def _ordinary_row(self, state: Sections, context: list) -> np.ndarray:
         if state.open is None:
