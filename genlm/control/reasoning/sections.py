@@ -100,6 +100,7 @@ class SectionedPotential(Potential):
         self._ordinary = np.ones(len(self.vocab), dtype=bool)
         self._ordinary[list(self._special_idx)] = False
         self._maps = {name: self._index_into(p) for name, p in self.scorers.items()}
+        self._decode = fmt.token_maps.decode
         self._states = PrefixStateCache(fmt.root(), self._step, size=cache_size)
         self._closed_weights: LRU = LRU(4096)
         self._header_rows: LRU = LRU(256)
@@ -120,12 +121,20 @@ class SectionedPotential(Potential):
             )
         return np.array([where.get(tok, -1) for tok in self.vocab], dtype=np.int64)
 
-    def _step(self, state: Sections, token: Any) -> Sections | None:
+    def _step(self, state: Sections, key: Any) -> Sections | None:
+        token = self._decode[key] if isinstance(key, int) else key
         return self.format.advance(state, self.format.kind(token), bytes(token))
 
     def sections(self, context: Sequence[Any]) -> Sections | None:
-        """The reader's record after `context` (None: `context` leaves the format)."""
-        return self._states.get(context)
+        """The reader's record after `context` (None: `context` leaves the format).
+
+        States are keyed by token ids (ints hash in C; a `Token` hashes in Python),
+        plain-bytes tokens by themselves."""
+        try:
+            key = [t.token_id for t in context]
+        except AttributeError:
+            key = [getattr(t, "token_id", t) for t in context]
+        return self._states.get(key)
 
     async def _closed(self, name: str, content: list) -> float:
         key = (name, tuple(content))
