@@ -222,3 +222,8 @@ async def test_awrs_probes_tokens_that_leave_the_format(chat, wcfg, tok):
         if w > NEG_INF:
             assert tuple(ctx[:-1]) in exact.sequences and ctx[-1] is EOS
     assert math.isfinite(seqs.log_ml)
+
+
+async def test_a_base_over_other_tokens_is_refused(chat, tok):
+    with pytest.raises(AssertionError, match="subset"):
+        HarmonyPotential(BoolFSA.from_regex("a"), tok, ["final"])  # a byte potential

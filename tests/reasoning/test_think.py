@@ -9,12 +9,12 @@ import pytest
 from genlm.grammar import CFG, Float
 from toys.reasoning import SupportLM, reasoning_tokenizer
 
-from genlm.control import EOS, WCFG, ThinkPotential
+from genlm.control import EOS, WCFG, ThinkPotential, direct_token_sampler
 from genlm.control.potential.base import Potential
 from genlm.control.potential.coerce import Coerced
 from genlm.control.reasoning import ThinkTags, answer_posterior
 from genlm.control.smc.sequences import Sequences
-from genlm.control.testing import check_potential, enumerate_target
+from genlm.control.testing import check_potential, enumerate_target, sampler_target
 
 NEG_INF = float("-inf")
 
@@ -120,6 +120,11 @@ async def test_exact_target_equals_the_definition(tok, wcfg, budget):
     assert set(exact.sequences) == set(want)
     for x, w in want.items():
         assert exact.sequences[x] == pytest.approx(w)
+    # One particle's expected weight, every random path of the sampler enumerated: Z.
+    got = await sampler_target(direct_token_sampler(lm * think), max_tokens)
+    assert got.log_z == pytest.approx(exact.log_z)
+    for text, p in exact.posterior.items():
+        assert got.posterior[text] == pytest.approx(p)
 
 
 async def test_answer_posterior_marginalizes_the_thinking(tok, wcfg):

@@ -28,6 +28,11 @@ from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights
 
 
+class VocabularyMismatch(ValueError, AssertionError):
+    """A scorer whose vocabulary is not a subset of the model's (an `AssertionError`
+    too, as 0.4.1's `HarmonyPotential` raised)."""
+
+
 @dataclass(frozen=True)
 class Sections:
     """Where a reader of the format stands after `pos` tokens.
@@ -115,9 +120,10 @@ class SectionedPotential(Potential):
             where.setdefault(tok, j)
         extra = set(where) - set(self.vocab)
         if extra:
-            raise ValueError(
+            raise VocabularyMismatch(
                 f"the scorer's vocabulary must be a subset of the model's; it also has "
-                f"{sorted(extra, key=repr)[:5]!r}"
+                f"{sorted(extra, key=repr)[:5]!r} (a byte-level constraint is coerced onto the "
+                f"model first: constraint.coerce(llm, f=b''.join))"
             )
         return np.array([where.get(tok, -1) for tok in self.vocab], dtype=np.int64)
 
@@ -208,7 +214,7 @@ class SectionedPotential(Potential):
 
     async def logw_next(self, context: list) -> LazyWeights:
         """`logw_next(x)[t] = prefix(x + [t]) - prefix(x)`, EOS: `complete(x) - prefix(x)`
-        (all -inf where `prefix(x)` is -inf)."""
+        (all -inf where `prefix(x)` is -inf; 0.4.1's `HarmonyPotential` raised `ValueError`)."""
         context = list(context)
         out = np.full(len(self.vocab) + 1, NEG_INF)
         state = self.sections(context)
