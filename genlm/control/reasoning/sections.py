@@ -143,7 +143,7 @@ class SectionedPotential(Potential):
         return self._states.get(key)
 
     async def _closed(self, name: str, content: list) -> float:
-        key = (name, tuple(content))
+        key = (name, *(getattr(t, "token_id", t) for t in content))  # ids hash in C
         hit = self._closed_weights.get(key)
         if hit is None:
             hit = float(await self.scorers[name].complete(content))
@@ -151,7 +151,9 @@ class SectionedPotential(Potential):
         return hit
 
     async def _score(self, state: Sections, context: Sequence[Any], ending: bool) -> float:
-        """prefix (or, with `ending`, complete) of `context`, read into `state`."""
+        """prefix (or, with `ending`, complete) of `context`, read into `state` (or of
+        `context` plus one special token: a special token is never a section's content,
+        so the sections' ranges lie in `context`)."""
         terms = [
             self._closed(n, list(context[a:b])) for n, a, b in state.closed if n in self.scorers
         ]
@@ -227,7 +229,7 @@ class SectionedPotential(Potential):
         async def special(i: int, name: str) -> float:
             tok = self.vocab[i]
             after = self.format.advance(state, name, bytes(tok))
-            return NEG_INF if after is None else await self._score(after, context + [tok], False)
+            return NEG_INF if after is None else await self._score(after, context, False)
 
         specials = list(self._special_idx.items())
         values = await asyncio.gather(*(special(i, n) for i, n in specials))
