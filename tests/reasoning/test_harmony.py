@@ -75,7 +75,7 @@ def test_a_channel_name_spelled_by_any_tokens_is_read(chat):
         "<|channel|>analysis<|end|>aaabbb<|end|>",  # no <|message|>
         "<|channel|>astronomy<|message|>ab<|end|>",  # unknown channel
         "<|channel|>final<|message|>ab<|end|>",  # final closes with <|return|>
-        "<|channel|>analysis<|message|>a<|end|><|channel|>analysis<|message|>b",  # twice
+        "<|channel|>final<|message|>a<|return|><|channel|>final",  # after the end
         "<|channel|>analysis<|message|>a<|end|>b",  # text between messages
         "<|start|>user<|channel|>final<|message|>a",  # not the assistant
         "<|channel|>analysis<|message|>a<|call|>",  # a call needs a recipient
@@ -107,6 +107,16 @@ async def test_weights_are_the_base_on_the_constrained_channels(chat, wcfg, tok)
         want_prefix += await w("aa", "prefix") if "final" in channels else 0
         assert await harmony.prefix(ctx) == pytest.approx(want_prefix)
         assert await harmony.complete(ctx) == pytest.approx(want_complete)
+
+
+async def test_repeated_messages_are_each_scored(chat, wcfg, tok):
+    """A preamble then a tool call: two commentary messages, both constrained."""
+    harmony = HarmonyPotential(base_of(chat, wcfg), tok, ["commentary"])
+    text = harmony_text(("commentary", "ab"), ("commentary to=functions.f", "aab"), final_open="x")
+    want = await wcfg.complete(list(b"ab")) + await wcfg.complete(list(b"aab"))
+    assert await harmony.complete(tokens(chat, text)) == pytest.approx(want)
+    got = chat.extract_harmony_channels_from_string(text)["commentary"]
+    assert b"".join(got["content"]) == b"aab"  # the last message of the channel
 
 
 async def test_logw_next_agrees_with_prefix_and_complete(chat, wcfg, tok):

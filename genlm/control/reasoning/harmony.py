@@ -10,9 +10,10 @@ with ROLE `assistant` (optionally ` to=RECIPIENT`), HEADER a channel name (`anal
 `commentary`, `final`) optionally followed by ` to=RECIPIENT` and a content type
 (` json`, ` <|constrain|>json`), CONTENT free of special tokens, and CLOSER `<|end|>`
 (analysis, commentary), `<|call|>` (a message with a recipient: a tool call) or
-`<|return|>` (final; the model's EOS, so `EOS` in the potential's vocabulary). Each
-channel is used at most once per output (as in 0.4.1). Special tokens are read by id,
-the role and header by their text, whatever tokens spell it.
+`<|return|>` (final; the model's EOS, so `EOS` in the potential's vocabulary), which
+ends the output. Analysis and commentary messages may repeat (a preamble, then a tool
+call; 0.4.1 allowed each channel once), each scored on its own. Special tokens are
+read by id, the role and header by their text, whatever tokens spell it.
 """
 
 from __future__ import annotations
@@ -162,14 +163,13 @@ class HarmonyChat:
         if kind != "<|message|>":
             return None
         match = _HEADER.fullmatch(s.text.decode("latin-1"))
-        if match is None or match.group(1) in s.used:
+        if match is None:
             return None
         name = match.group(1)
         return s.moved(
             mode="content",
             text=b"",
             open=(name, s.pos + 1),
-            used=s.used | {name},
             flag=s.flag or b"to=" in s.text,
             can_end=name == "final",
         )
@@ -219,8 +219,8 @@ class HarmonyChat:
 
     def extract_harmony_channels_from_tokens(self, token_bytes: list) -> dict[str, dict | None]:
         """The content of each channel: `{"content": tokens, "is_prefix": still open}`,
-        or None for a channel not in the output. A trailing `EOS` stays in the final
-        channel's content (which it closes).
+        or None for a channel not in the output (a channel written twice: its last
+        message). A trailing `EOS` stays in the final channel's content (which it closes).
 
         Raises:
             AssertionError: the tokens are not a prefix of a Harmony output (as in 0.4.1).

@@ -16,7 +16,7 @@ Sections without a scorer weigh 1 (log 0): the thinking is left free.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Hashable, Protocol, Sequence
 
 import numpy as np
@@ -45,7 +45,6 @@ class Sections:
         can_end: whether the output may end here (EOS has positive weight).
         mode: the reader's mode (format-specific).
         text: header text read so far (format-specific).
-        used: section names already opened (format-specific).
         flag: a format-specific flag (Harmony: the message has a recipient).
     """
 
@@ -55,7 +54,6 @@ class Sections:
     can_end: bool = False
     mode: str = ""
     text: bytes = b""
-    used: frozenset = field(default_factory=frozenset)
     flag: bool = False
 
     def moved(self, **changes: Any) -> "Sections":
