@@ -143,3 +143,25 @@ async def test_answer_posterior_marginalizes_the_thinking(tok, wcfg):
     assert list(post) == ["ab", "b"]
     by_fn = answer_posterior(Sequences(contexts, weights), lambda ctx: "same")
     assert by_fn == {"same": 1.0}
+
+
+async def test_cleanup_reaches_a_streaming_scorer(tok):
+    from genlm.control.potential.streaming import KEEP_ALIVE_SET, AsyncStreamingPotential
+
+    class Short(AsyncStreamingPotential):
+        async def calculate_score_from_stream(self, stream):
+            n = 0
+            while True:
+                try:
+                    n += sum(len(t) for t in await stream.more())  # bytes
+                except StopAsyncIteration:
+                    return 0.0 if n <= 3 else NEG_INF
+
+    before = len(KEEP_ALIVE_SET)
+    think = ThinkPotential(Short(ThinkTags(tok).potential_vocab), tok)
+    t = lambda s: tokens(think, s)  # noqa: E731
+    assert await think.prefix(t("<think>x</think>ab")) == 0.0
+    assert await think.complete(t("<think>x</think>abcdefgh")) == NEG_INF
+    assert len(KEEP_ALIVE_SET) > before
+    await think.cleanup()
+    assert len(KEEP_ALIVE_SET) == before

@@ -20,6 +20,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control.potential.base import Potential
 from genlm.control.weights import NEG_INF, LazyWeights
 
@@ -200,12 +201,13 @@ class StatefulPotential(Potential):
         await state.start()
         return state
 
-    async def cleanup(self) -> None:
-        """Finish every pooled state (their background work ends) and empty the pool."""
+    def cleanup(self) -> Cleaned:
+        """Finish every pooled state (their background work ends) and empty the pool;
+        awaitable (`await potential.cleanup()`, as in 0.4.1)."""
         states = [s for pool in self._pool.values() for s in pool]
         self._pool.clear()
         self._pooled = 0
-        await asyncio.gather(*(s.finish() for s in states))
+        return cleaned(asyncio.gather(*(s.finish() for s in states)) if states else None)
 
     def _take(self, key: Hashable) -> ParticleState | None:
         """Remove and return a pooled state whose context is the longest prefix of `key`."""

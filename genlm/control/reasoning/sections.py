@@ -21,6 +21,7 @@ from typing import Any, Hashable, Protocol, Sequence
 
 import numpy as np
 
+from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import to_host
 from genlm.control._lru import LRU
 from genlm.control._state_cache import PrefixStateCache
@@ -139,6 +140,11 @@ class SectionedPotential(Potential):
         except AttributeError:
             key = [getattr(t, "token_id", t) for t in context]
         return self._states.get(key)
+
+    def cleanup(self) -> Cleaned:
+        """Clean up each scorer once."""
+        unique = {id(p): p for p in self.scorers.values()}
+        return cleaned(*(p.cleanup() for p in unique.values()))
 
     async def _closed(self, name: str, content: list) -> float:
         key = (name, *(getattr(t, "token_id", t) for t in content))  # ids hash in C
