@@ -237,3 +237,18 @@ async def test_awrs_probes_tokens_that_leave_the_format(chat, wcfg, tok):
 async def test_a_base_over_other_tokens_is_refused(chat, tok):
     with pytest.raises(AssertionError, match="subset"):
         HarmonyPotential(BoolFSA.from_regex("a"), tok, ["final"])  # a byte potential
+
+
+async def test_answer_posterior_reads_the_final_channel(chat, wcfg, tok):
+    from genlm.control.reasoning import answer_posterior
+    from genlm.control.smc.sequences import Sequences
+
+    harmony = HarmonyPotential(base_of(chat, wcfg), tok, ["final"])
+    contexts = [
+        tokens(chat, harmony_text(("analysis", "one way"), final_open="ab")) + [EOS],
+        tokens(chat, harmony_text(("analysis", "another"), final_open="ab")) + [EOS],
+        tokens(chat, harmony_text(final_open="b")) + [EOS],
+        tokens(chat, harmony_text(("analysis", "unfinished"))),  # no final: no answer
+    ]
+    post = answer_posterior(Sequences(contexts, np.log([0.25, 0.25, 0.25, 0.25])), harmony)
+    assert post == pytest.approx({"ab": 2 / 3, "b": 1 / 3})
