@@ -116,7 +116,8 @@ class ThinkPotential(SectionedPotential):
     Args:
         base_potential: scores the answer's tokens (its vocabulary a subset of the model's).
         llm_tokenizer: the model's tokenizer, with the think tags as single tokens.
-        think_open, think_close: the tags.
+        think_open: the tag that opens the thinking.
+        think_close: the tag that closes it.
         thinking_potential: optional; scores the thinking's tokens.
         starts_thinking: the prompt ends inside the thinking (DeepSeek-R1's template,
             Qwen3's prompts that end with `<think>`).
