@@ -28,6 +28,7 @@ LAYERS = {
     "constraints": 2,
     "engine": 3,
     "lm": 4,
+    "reasoning": 5,  # reasoning models' formats: potentials over an LM's tokenizer (reads lm/)
     "sampler": 5,
     "smc": 6,
     "distributed": 7,
@@ -44,6 +45,7 @@ FACES = {
     f"{PACKAGE}.util",
     f"{PACKAGE}.potential",
     *(m for m in GRAPH.modules if m.startswith(f"{PACKAGE}.potential.built_in")),
+    f"{PACKAGE}.potential.harmony",  # 0.4.1's path of HarmonyPotential (home: reasoning/)
     *(f"{PACKAGE}.sampler.{m}" for m in ("sequence", "smc", "resampling", "record", "record_file")),
 }
 

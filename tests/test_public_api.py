@@ -8,14 +8,20 @@ TOP_LEVEL = [
     "EOS", "EOT", "SMC", "set_draw_method", "DRAW_METHODS", "Potential", "PromptedLLM",
     "ByteLLM", "WCFG", "BoolCFG", "WFSA", "BoolFSA", "JsonSchema", "CanonicalTokenization",
     "Ensemble", "AWRS", "direct_token_sampler", "eager_token_sampler", "topk_token_sampler",
-    "InferenceVisualizer", "GuidedConstraint", "run",
+    "InferenceVisualizer", "GuidedConstraint", "run", "HarmonyPotential", "HarmonyChat",
+    "ThinkPotential",
 ]  # fmt: skip
 
 PATHS = {
     "genlm.control.potential": [
         "Potential", "Product", "Tempered", "Normalized", "Coerced", "AutoBatchedPotential",
         "MultiProcPotential", "PromptedLLM", "WFSA", "BoolFSA", "WCFG", "BoolCFG", "JsonSchema",
-        "CanonicalTokenization", "ByteLLM", "Ensemble", "GuidedConstraint",
+        "CanonicalTokenization", "ByteLLM", "Ensemble", "GuidedConstraint", "HarmonyPotential",
+        "HarmonyChat", "ThinkPotential",
+    ],
+    "genlm.control.reasoning": [
+        "HarmonyPotential", "HarmonyChat", "ThinkPotential", "ThinkTags", "answer_posterior",
+        "answer_text",
     ],
     "genlm.control.potential.built_in": [
         "PromptedLLM", "WFSA", "BoolFSA", "WCFG", "BoolCFG", "JsonSchema",
@@ -100,6 +106,11 @@ SPEC_0_4_1 = {
     "genlm.control.constant": ["EOS", "EOT", "EndOfSequence"],
     "genlm.control.potential.base": ["EOS"],
     "genlm.control.potential.built_in.llm": ["load_model_by_name"],
+    "genlm.control.potential.harmony": ["HarmonyPotential", "HarmonyChat"],
+    "genlm.control.potential.stateful": ["StatefulPotential", "ParticleState", "make_immutable"],
+    "genlm.control.potential.streaming": [
+        "AsyncStreamingPotential", "AsyncSource", "PING_TOKEN", "KEEP_ALIVE_SET",
+    ],
 }  # fmt: skip
 
 # Names that 0.4.1 exported from two modules must be the same object in both.
@@ -111,6 +122,8 @@ SAME_OBJECT = [
     ("genlm.control.sampler.set", "TrieSetSampler", "genlm.control.sampler", "TrieSetSampler"),
     ("genlm.control.sampler", "SequenceModel", "genlm.control.sampler.smc", "SequenceModel"),
     ("genlm.control", "GuidedConstraint", "genlm.control.potential.built_in.guided", "GuidedConstraint"),
+    ("genlm.control.potential.harmony", "HarmonyPotential", "genlm.control.potential", "HarmonyPotential"),
+    ("genlm.control.potential.harmony", "HarmonyChat", "genlm.control", "HarmonyChat"),
 ]
 
 

@@ -23,6 +23,7 @@ from genlm.control.lm._llm_loading import (
 )
 from genlm.control.lm._text_encoding import continuation_encoder
 from genlm.control.lm._threads import intra_op_threads
+from genlm.control.lm.chat import chat_prompt_ids
 from genlm.control.lm.token_maps import (
     TokenMaps,
     build_token_maps,
@@ -239,6 +240,16 @@ class PromptedLLM(Potential, HeldByRuns):
                 UserWarning,
             )
         self.prompt_ids = self.model.tokenizer.encode(check_text(prompt_str, "prompt"))
+
+    def set_prompt_from_messages(
+        self, messages: Sequence[dict], add_generation_prompt: bool = True, **template_kwargs: Any
+    ) -> None:
+        """Set the prompt to `messages` rendered by the tokenizer's chat template, its
+        special tokens as their single ids (`genlm.control.lm.chat.chat_prompt_ids`;
+        `template_kwargs` such as `reasoning_effort=` or `enable_thinking=` go to the template)."""
+        self.prompt_ids = chat_prompt_ids(
+            self.model.tokenizer, messages, add_generation_prompt, **template_kwargs
+        )
 
     # Tokens -----------------------------------------------------------------
 

@@ -13,6 +13,9 @@ _EXPORTS = {
     "Coerced": "genlm.control.potential.coerce",
     "AutoBatchedPotential": "genlm.control.potential.autobatch",
     "MultiProcPotential": "genlm.control.potential.multi_proc",
+    "HarmonyPotential": "genlm.control.reasoning.harmony",
+    "HarmonyChat": "genlm.control.reasoning.harmony",
+    "ThinkPotential": "genlm.control.reasoning.think",
     **BUILT_IN,
 }
 
