@@ -111,7 +111,9 @@ def test_every_page_has_known_marks_and_runs_something():
     assert {b.mark for b in PYTHON} <= MARKS
     runnable = [b for b in PYTHON if b.mark is None]
     assert len(runnable) >= 10
-    assert sum(b.mark == "no-test" for b in PYTHON) <= 2
+    # the blocks that need a GPU with vLLM or gpt-oss's weights (the vLLM page's run in
+    # CI's vLLM environment); every other block runs here
+    assert sum(b.mark == "no-test" for b in PYTHON) <= 3
 
 
 PRINT_WITH_COMMENT = re.compile(r"\bprint\(.*\)\s*#")
