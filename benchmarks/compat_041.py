@@ -51,7 +51,6 @@ INTERNALS: list[tuple[str, str]] = [
     ("test_smc_model.py::test_smc_record", "sampler.smc_record"),
     ("test_coerce.py::test_advance_lane", "internal coercion lanes"),
     ("test_coerce.py::test_trie_lane", "internal coercion lanes"),
-    ("test_harmony.py::test_logw_next_token_all", "WCFG.cfg_eos (0.4.1's grammar with EOS appended)"),
     ("test_canonical.py::test_set_overrides", "CanonicalTokenization.canonicality_filter (FastCanonicalityFilterBPE)"),
     ("test_canonical.py::test_from_llm_extract_merges_slow_tokenizer", "FastCanonicalityFilterBPE._merges"),
     ("test_canonical.py::test_from_llm_duplicate_byte_error", "canonical.decode_vocab, FastCanonicalityFilterBPE"),
@@ -81,8 +80,6 @@ OFFLINE_MESSAGES: list[tuple[str, str]] = [
 # "Differences from 0.4.1"): (substring of the test id, the difference). They stay in
 # the "public" column; the list of public failures names the difference.
 DIFFERENCES: list[tuple[str, str]] = [
-    ("test_harmony.py::test_potential_evaluation", "WCFG reads bytes, not a character grammar's characters"),
-    ("test_harmony.py::test_logw_next_token_eos", "WCFG reads bytes, not a character grammar's characters"),
     ("test_json.py::test_rejects_duplicated_key", "a repeated key jsonschema accepts is accepted"),
     ("test_json.py::test_accepts_basic_integer_list", "JSON whitespace (tab, CR) after a value"),
     ("test_json.py::test_long_whitespace_at_start_is_rejected", "any amount of JSON whitespace"),

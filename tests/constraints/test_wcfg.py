@@ -243,3 +243,46 @@ async def test_literal_terminals_are_single_rules_with_the_same_weights():
     w = WCFG.from_lark('start: "ab" | X\nX: /c|d/')
     assert await w.complete(list(b"ab")) == pytest.approx(math.log(0.5))
     assert await w.complete(list(b"c")) == pytest.approx(math.log(0.5 * 1 / 2))
+
+
+# A grammar over characters (0.4.1's WCFG(cfg)) --------------------------------
+
+CHAR_GRAMMAR = """
+1.0: S -> A
+0.5: A -> a A
+0.25: A -> b
+0.25: A -> é
+"""
+
+
+@pytest.mark.parametrize("text", ["", "a", "aab", "aé", "ab", "aaé", "ba"])
+async def test_a_character_grammar_reads_characters_as_their_bytes(text):
+    from genlm.grammar import CFG, Float
+
+    grammar = CFG.from_string(CHAR_GRAMMAR, Float)
+    cfg = WCFG(grammar)
+    assert cfg.cfg is grammar and cfg.characters
+    want_complete = math.log(grammar(text)) if grammar(text) > 0 else NEG_INF
+    prefix = grammar.prefix_grammar(text)
+    want_prefix = math.log(prefix) if prefix > 0 else NEG_INF
+    assert await cfg.complete(list(text)) == pytest.approx(want_complete)
+    assert await cfg.prefix(list(text)) == pytest.approx(want_prefix)
+    # the same weights on the text's bytes, and through the carried states
+    assert await cfg.complete(list(text.encode())) == pytest.approx(want_complete)
+    state = cfg.state_of([])
+    for ch in text:
+        state = cfg.advance(state, ch)
+    if want_prefix == NEG_INF:
+        assert state is None and cfg.state_of(list(text.encode())) is None
+    else:
+        by_bytes = cfg.logw_next_of(cfg.state_of(list(text.encode())))
+        assert cfg.logw_next_of(state).tolist() == by_bytes.tolist()
+    eos_prefix = cfg.cfg_eos.prefix_grammar(text)
+    assert eos_prefix == pytest.approx(prefix)
+
+
+async def test_from_string_is_a_byte_grammar_that_refuses_characters():
+    cfg = WCFG.from_string(CHAR_GRAMMAR)
+    assert not cfg.characters and all(isinstance(v, bytes) for v in cfg.cfg.V)
+    with pytest.raises(TypeError, match="byte value"):
+        await cfg.prefix(["a"])

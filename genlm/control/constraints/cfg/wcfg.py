@@ -46,6 +46,14 @@ def byte_symbol_cfg(cfg: CFG) -> CFG:
     return new
 
 
+def _as_bytes(context: Sequence[Any]) -> list:
+    """`context` with each `str` token replaced by its UTF-8 bytes."""
+    out: list = []
+    for token in context:
+        out.extend(token.encode("utf-8") if isinstance(token, str) else (token,))
+    return out
+
+
 class WCFG(CachedRecognizer):
     """A weighted context-free grammar over byte values (0..255) as a potential.
 
@@ -58,9 +66,13 @@ class WCFG(CachedRecognizer):
     extended by one column per byte; `logw_next` reads every next byte's prefix
     weight off the last column at once.
 
+    A grammar over characters (or strings) is parsed over their UTF-8 bytes; its
+    `cfg` attribute is the grammar as given, and a context may hold characters
+    (each read as its bytes) as well as byte values, as 0.4.1's `WCFG` read them.
+
     Args:
         cfg: a `genlm.grammar.CFG` whose terminals are byte values, or single
-            characters / strings (converted to their UTF-8 bytes).
+            characters / strings (parsed as their UTF-8 bytes).
         cache_size: the most charts kept.
         max_rules: the most byte-level rules the Earley parser is built for (default
             `EARLEY_MAX_RULES`; its preprocessing costs about a millisecond per rule).
@@ -85,12 +97,16 @@ class WCFG(CachedRecognizer):
                 "Unsupported semiring: Boolean; WCFG needs real weights (Float, Real or Log), "
                 "a Boolean grammar is BoolCFG's"
             )
-        cfg = byte_symbol_cfg(cfg)
         if self.boolean and cfg.R is not Boolean:
             cfg = cfg.map_values(lambda w: Boolean(weight_to_float(w) > 0), Boolean)
+        # A grammar over characters reads a context of characters too (as 0.4.1's
+        # WCFG did), each as its UTF-8 bytes; `cfg` stays the grammar as given.
+        self.characters = any(isinstance(v, str) for v in cfg.V)
+        given, cfg = cfg, byte_symbol_cfg(cfg)
         if not isinstance(cache_size, int) or cache_size < 1:
             raise ValueError(f"cache size must be at least 1, got {cache_size}")
-        self.cfg = cfg
+        self.byte_cfg = cfg
+        self.cfg = given if self.characters else cfg
         # terminal bytes: a context with any other byte has weight zero
         self.alphabet = frozenset(v[0] for v in cfg.V)
         self.cache_size = cache_size
@@ -107,14 +123,21 @@ class WCFG(CachedRecognizer):
             ValueError: the grammar has more than `max_rules` rules.
         """
         if self._model is None:
-            if len(self.cfg) > self.max_rules:
+            if len(self.byte_cfg) > self.max_rules:
                 raise ValueError(
-                    f"the grammar has {len(self.cfg)} byte-level rules, more than the Earley "
+                    f"the grammar has {len(self.byte_cfg)} byte-level rules, more than the Earley "
                     f"parser's limit max_rules={self.max_rules} (raise it, or coerce a "
                     "BoolCFG.from_lark onto a PromptedLLM to use the compiled engine)"
                 )
-            self._model = Earley(add_EOS(self.cfg, GRAMMAR_EOS).prefix_grammar)
+            self._model = Earley(add_EOS(self.byte_cfg, GRAMMAR_EOS).prefix_grammar)
         return self._model
+
+    @property
+    def cfg_eos(self) -> CFG:
+        """`cfg` with the end marker appended to its language (`S' → S EOS`), as 0.4.1
+        named it: `cfg_eos.prefix_grammar(x)` is the weight of the strings that start
+        with `x`, the EOS-terminated ones included."""
+        return add_EOS(self.cfg, GRAMMAR_EOS)
 
     def _init_cache(self) -> None:
         self._cache_obj: PrefixStateCache[Chart] | None = None
@@ -155,7 +178,8 @@ class WCFG(CachedRecognizer):
             raise ValueError(f"invalid grammar: {e}") from None
         if not cfg.rhs.get(cfg.S):
             raise ValueError(f"invalid grammar: no rule for the start symbol {cfg.S!r}")
-        return cls(cfg, cache_size, max_rules=max_rules)
+        # a grammar over bytes, as 0.4.1's from_string(to_bytes=True) made it
+        return cls(byte_symbol_cfg(cfg), cache_size, max_rules=max_rules)
 
     @classmethod
     def from_lark(
@@ -213,7 +237,10 @@ class WCFG(CachedRecognizer):
     # Weights -----------------------------------------------------------------
 
     def chart(self, context: Sequence[int]) -> Chart | None:
-        """The Earley columns after `context` (None when no derivation reads it)."""
+        """The Earley columns after `context` (None when no derivation reads it). A
+        grammar over characters reads a character (a `str`) as its UTF-8 bytes."""
+        if self.characters and any(isinstance(t, str) for t in context):
+            context = _as_bytes(context)
         check_byte_context(context)
         return self._cache.get(context)
 
@@ -270,9 +297,15 @@ class WCFG(CachedRecognizer):
         return self.chart(context)
 
     def advance(self, state: Chart | None, token: int) -> Chart | None:
-        """The chart with one more column, for byte `token`."""
-        check_byte_context((token,))
-        return None if state is None else self._extend(state, token)
+        """The chart with one more column, for byte `token` (a character of a grammar
+        over characters: one column per UTF-8 byte)."""
+        tokens = _as_bytes((token,)) if self.characters and isinstance(token, str) else (token,)
+        check_byte_context(tokens)
+        for byte in tokens:
+            if state is None:
+                return None
+            state = self._extend(state, byte)
+        return state
 
     def logw_next_of(self, state: Chart | None) -> np.ndarray:
         """`log Σ_y G(ctx·x·y) - log Σ_y G(ctx·y)` off the chart's last column."""
@@ -282,7 +315,7 @@ class WCFG(CachedRecognizer):
         return self._chart_row(state, total)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({len(self.cfg)} rules)"
+        return f"{type(self).__name__}({len(self.byte_cfg)} rules)"
 
     def _repr_html_(self) -> str:
         """The grammar's rules as HTML, for Jupyter (as in 0.4.1)."""
