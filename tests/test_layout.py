@@ -217,3 +217,11 @@ def test_importing_the_algebra_loads_no_built_in():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_test_files_have_unique_names():
+    """pytest imports test modules by file name (the tests folders are not packages), so
+    two test files of one name in different folders fail to collect together."""
+    tests = Path(__file__).resolve().parent
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
