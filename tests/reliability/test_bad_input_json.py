@@ -111,6 +111,9 @@ VALUE_ROWS = [
                                 "$ref": "s.json#/$defs/n"}, b"null", b"nul"),
     ("schema-number-huge-exponent", {"type": "number", "maximum": 1}, b"1e-99999999999999999999999",
      b"1e99999999999999999999999"),
+    ("schema-multiple-of-huge-exponent", {"multipleOf": 0.5}, b"5E+1000000", b"1e-1000000"),
+    ("schema-multiple-of-long-integer", {"type": "integer", "multipleOf": 3}, b"1" * 6000,
+     b"1" * 5999 + b"2"),
 ]
 
 
