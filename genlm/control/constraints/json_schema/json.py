@@ -106,6 +106,8 @@ class JsonSchema(CachedRecognizer):
         super().__init__(BYTE_VOCAB)
         self._init_cache()
 
+    _CACHES = ("_cache", "transitions")
+
     def _init_cache(self) -> None:
         self.transitions = Transitions(initial_state(self.root), self.max_states)
         self._cache: PrefixStateCache = PrefixStateCache(
