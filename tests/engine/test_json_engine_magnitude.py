@@ -25,9 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
 
 from genlm.control import JsonSchema  # noqa: E402
-from genlm.control.engine._json_exact import engine_difference
-
-EXACT_MAGNITUDE = 2**53  # noqa: E402
+from genlm.control.engine._json_exact import EXACT_MAGNITUDE, engine_difference  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 B53, B63, B64 = 2**53, 2**63, 2**64
@@ -42,12 +40,13 @@ def in_subprocess(code: str) -> subprocess.CompletedProcess:
 
 def test_the_engine_itself_misreads_bounds_past_2_to_53():
     """The witness: on the schema as written, the engine accepts `2**53` under
-    `[2**53 + 1, 2**53 + 3]` and refuses `2**63` under `[2**63, 2**64]`."""
+    `[2**53 + 1, 2**53 + 3]` and refuses `2**60 + 1` under `[1, 2**60 + 1]` (bounds
+    read as floats). (Past the 64-bit integers `grammar_text` now refuses the schema.)"""
     code = (
         "from toys.json_engine import EngineBytes\n"
         f"a = EngineBytes({{'type': 'integer', 'minimum': {B53 + 1}, 'maximum': {B53 + 3}}})\n"
-        f"b = EngineBytes({{'type': 'integer', 'minimum': {B63}, 'maximum': {B64}}})\n"
-        f"print(a.complete(b'{B53}'), b.complete(b'{B63}'), b.complete(b'{B63 - 1}'))\n"
+        f"b = EngineBytes({{'type': 'integer', 'minimum': 1, 'maximum': {2**60 + 1}}})\n"
+        f"print(a.complete(b'{B53}'), b.complete(b'{2**60 + 1}'), b.complete(b'{2**60}'))\n"
     )
     run = in_subprocess(code)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -77,18 +76,18 @@ NUMERIC_VALUES += [-v for v in NUMERIC_VALUES]
 @pytest.mark.parametrize("value", NUMERIC_VALUES, ids=repr)
 @pytest.mark.parametrize("key", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"])
 @pytest.mark.parametrize("kind", ["integer", ["integer", "null"]])
-def test_integer_bounds_on_the_whitelist_only_up_to_2_to_53(kind, key, value):
+def test_integer_bounds_on_the_whitelist_only_below_2_to_53(kind, key, value):
     why = engine_difference({"type": kind, key: value})
-    assert (why is not None and why.code == "magnitude") == (abs(value) > EXACT_MAGNITUDE)
+    assert (why is not None and why.code == "magnitude") == (abs(value) >= EXACT_MAGNITUDE)
     nested = engine_difference({"type": "array", "items": {"type": kind, key: value}})
-    assert (nested is not None and nested.code == "magnitude") == (abs(value) > EXACT_MAGNITUDE)
+    assert (nested is not None and nested.code == "magnitude") == (abs(value) >= EXACT_MAGNITUDE)
 
 
 @pytest.mark.parametrize("value", [v for v in NUMERIC_VALUES if v >= 0 and v == int(v)], ids=repr)
 @pytest.mark.parametrize("key", ["minItems", "maxItems"])
-def test_item_counts_on_the_whitelist_only_up_to_2_to_53(key, value):
+def test_item_counts_on_the_whitelist_only_below_2_to_53(key, value):
     why = engine_difference({"type": "array", "items": {"type": "null"}, key: value})
-    assert (why is not None and why.code == "magnitude") == (value > EXACT_MAGNITUDE)
+    assert (why is not None and why.code == "magnitude") == (value >= EXACT_MAGNITUDE)
 
 
 @pytest.mark.parametrize(
@@ -133,6 +132,9 @@ WRONG = [
     {"type": "array", "items": {"type": "null"}, "minItems": B53 + 1},
     {"type": "number", "minimum": B53 + 1, "maximum": B53 + 3},
     {"type": ["integer", "null"], "minimum": B63 + 5},
+    {"type": "integer", "exclusiveMinimum": B53},  # the engine derives 2**53 + 1, a float no more
+    {"type": "integer", "exclusiveMaximum": -B53},
+    {"type": "integer", "minimum": B53},
 ]
 AROUND = [B53, B63, B64, 10**19, 10**20, 10**24, 10**25, 10**30, 2**65, 2**66, 10**300]
 
