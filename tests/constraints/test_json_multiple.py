@@ -81,3 +81,22 @@ async def test_long_integers_fail_with_an_answer(schema):
     int/str conversion limit still gets an answer, not that limit's ValueError."""
     ctx = list(b"1" * 5001)  # a multiple of 3 (digit sum 5001), an integer, over the maximum
     assert await JsonSchema(schema).complete(ctx) == NEG_INF
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(10**12), 10**12), st.integers(-12, 12), st.sampled_from(DIVISORS))
+async def test_decimals_agree_with_jsonschema_where_it_answers(m, e, d):
+    """`jsonschema` on the decimal-parsed schema and instance (`instance % d` in
+    Decimal arithmetic); where that raises (a quotient past its 28 digits) it does not
+    answer, and the exact quotient is the reference instead."""
+    from decimal import InvalidOperation
+
+    text = f"{m}e{e}"
+    schema = json.loads(json.dumps({"multipleOf": float(d)}), parse_float=Decimal)
+    try:
+        ref = Draft202012Validator(schema).is_valid(json.loads(text, parse_float=Decimal))
+    except InvalidOperation:
+        ref = exact(Decimal(text), Decimal(repr(float(d))))
+    got = await JsonSchema({"multipleOf": float(d)}).complete(list(text.encode()))
+    assert (got == 0.0) == ref
+    assert await JsonSchema({"multipleOf": float(d)}).prefix(list(text.encode())) == 0.0
