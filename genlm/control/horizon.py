@@ -44,7 +44,8 @@ class DeadEnd(float):
     It is a float (`-inf`), so code that reads the weight as a number is unchanged,
     and code that counts dead particles reads `cause` (see `cause_of`). A sampler
     returns it as its log weight (the budget does), or as its unit with log weight
-    `-inf` (the step then closes the context with EOS in its place).
+    `-inf` (the step then draws no unit: it closes the context with EOS in its place
+    for `Cause.MAX_TOKENS`, and leaves it unfinished, without EOS, for other causes).
     """
 
     cause: Cause

@@ -398,6 +398,8 @@ async def test_sequences_longer_than_the_model_reads_are_a_clear_error():
     context = llm.tokenize(" word" * (257 - n))
     with pytest.raises(ValueError, match="over the model's limit of 256 positions"):
         await llm.logw_next(context)
+    with pytest.raises(IndexError, match="over the model's limit"):  # 0.4.1's type, too
+        await llm.logw_next(context)
     assert len((await llm.logw_next(context[: 255 - n])).weights) == len(llm.vocab_eos)
 
 

@@ -162,3 +162,114 @@ async def test_a_failing_chunk_leaves_the_other_workers_running():
         assert mp.worker_pids() == pids
     finally:
         mp.cleanup()
+
+
+# Every potential SPEC lists survives pickling and `to_multiprocess` (issue 34, finding 5)
+
+
+def _spec_potentials():
+    """(name, build): each built-in potential and its usual wrappings, built in this
+    process (`build` is called per test so that the caches start empty)."""
+    from genlm.control import (
+        WCFG,
+        WFSA,
+        BoolCFG,
+        BoolFSA,
+        CanonicalTokenization,
+        Ensemble,
+        JsonSchema,
+        PromptedLLM,
+    )
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    def llm():
+        out = PromptedLLM.from_name(EMBEDDED_MODEL, backend="mock")
+        out.set_prompt_from_str("Hello")
+        return out
+
+    def hf():  # 0.4.1 pickles its PromptedLLM (with the model) for the workers' spawn
+        out = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+        out.set_prompt_from_str("Hello")
+        return out
+
+    grammar = 'start: "a" start | "b"'
+    return [
+        ("WFSA", lambda: WFSA.from_regex(r"a(b|c)*")),
+        ("BoolFSA", lambda: BoolFSA.from_regex(r"[a-z]+")),
+        ("WCFG", lambda: WCFG.from_string("1: S -> a S\n1: S -> b")),
+        ("BoolCFG", lambda: BoolCFG.from_lark(grammar)),
+        ("JsonSchema", lambda: JsonSchema({"type": "array", "items": {"type": "integer"}})),
+        ("BoolFSA-times-BoolCFG", lambda: BoolFSA.from_regex(r"[ab]+") * BoolCFG.from_lark(grammar)),
+        ("WFSA-tempered", lambda: WFSA.from_regex(r"a(b|c)*") ** 0.5),
+        ("BoolFSA-coerced", lambda: BoolFSA.from_regex(r"[a-z ]+").coerce(llm(), f=b"".join)),
+        ("JsonSchema-coerced", lambda: JsonSchema({"type": "integer"}).coerce(llm(), f=b"".join)),
+        ("JsonSchema-coerced-generic",
+         lambda: JsonSchema({"type": "integer"}).coerce(llm(), f=b"".join, engine=False)),
+        ("PromptedLLM", llm),
+        ("PromptedLLM-hf", lambda: hf()),
+        ("Ensemble", lambda: (lambda m: Ensemble(m, m.spawn(), "sum"))(hf())),
+        ("BoolFSA-normalized", lambda: BoolFSA.from_regex(r"a+").normalize()),
+        ("CanonicalTokenization", lambda: CanonicalTokenization.from_llm(llm())),
+        ("PromptedLLM-times-BoolFSA",
+         lambda: (lambda m: m * BoolFSA.from_regex(r"[a-z ]+").coerce(m, f=b"".join))(llm())),
+    ]
+
+
+SPEC_POTENTIALS = _spec_potentials()
+
+
+async def _some_contexts(p, n: int = 3) -> list:
+    """The empty context and a few live ones, each one token longer (by the row's best token)."""
+    out, ctx = [[]], []
+    for _ in range(n):
+        w = np.asarray((await p.logw_next(ctx)).weights)[:-1]
+        if not np.isfinite(w).any():
+            break
+        ctx = ctx + [p.vocab[int(np.argmax(w))]]
+        out.append(ctx)
+    return out
+
+
+async def _same_weights(a, b, contexts) -> None:
+    for ctx in contexts:
+        np.testing.assert_allclose(await a.prefix(ctx), await b.prefix(ctx), rtol=1e-6)
+        np.testing.assert_allclose(await a.complete(ctx), await b.complete(ctx), rtol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray((await a.logw_next(ctx)).weights),
+            np.asarray((await b.logw_next(ctx)).weights), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, build", SPEC_POTENTIALS, ids=[n for n, _ in SPEC_POTENTIALS])
+async def test_every_spec_potential_pickles(name, build):
+    import pickle
+
+    p = build()
+    contexts = await _some_contexts(p)
+    copy = pickle.loads(pickle.dumps(p))
+    await _same_weights(copy, p, contexts)
+    await _same_weights(pickle.loads(pickle.dumps(build())), p, contexts)  # before any call too
+
+
+@pytest.mark.parametrize("name, build", SPEC_POTENTIALS, ids=[n for n, _ in SPEC_POTENTIALS])
+async def test_every_spec_potential_runs_in_worker_processes(name, build):
+    p = build()
+    contexts = await _some_contexts(p)
+    mp = p.to_multiprocess(num_workers=2 if name == "BoolFSA" else 1)
+    try:
+        await _same_weights(mp, p, contexts)
+    finally:
+        mp.cleanup()
+
+
+async def test_the_041_multiprocessing_example_returns_the_weights():
+    """0.4.1's docs/performance.md "Multiprocessing" example."""
+    from genlm.control import BoolFSA
+
+    p = BoolFSA.from_regex(r"[a-z]+")
+    mp = p.to_multiprocess(num_workers=2)
+    try:
+        w = await mp.logw_next(list(b"ab"))
+        assert np.array_equal(np.asarray(w.weights), np.asarray((await p.logw_next(list(b"ab"))).weights))
+        assert w[b"c"[0]] == 0.0 and w[b"A"[0]] == float("-inf")
+    finally:
+        mp.cleanup()

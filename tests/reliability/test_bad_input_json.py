@@ -111,6 +111,9 @@ VALUE_ROWS = [
                                 "$ref": "s.json#/$defs/n"}, b"null", b"nul"),
     ("schema-number-huge-exponent", {"type": "number", "maximum": 1}, b"1e-99999999999999999999999",
      b"1e99999999999999999999999"),
+    ("schema-multiple-of-huge-exponent", {"multipleOf": 0.5}, b"5E+1000000", b"1e-1000000"),
+    ("schema-multiple-of-long-integer", {"type": "integer", "multipleOf": 3}, b"1" * 6000,
+     b"1" * 5999 + b"2"),
 ]
 
 
@@ -197,6 +200,9 @@ ENGINE_ROWS = [
     ("constrain-schema-nan", {"enum": [float("nan")]}, ValueError, "not finite"),
     ("constrain-schema-ref-http", {"$ref": "http://127.0.0.1:9/x.json"}, ValueError,
      "does not point inside the schema"),
+    # (crash-prone bounds below -2**63 are tried in a subprocess: test_json_engine_magnitude.py)
+    ("constrain-schema-bound-past-64-bits", {"type": "integer", "minimum": 2**64, "maximum": 2**65},
+     ValueError, "'minimum' = 18446744073709551616 at # is outside the 64-bit integers"),
 ]
 
 

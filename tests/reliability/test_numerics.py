@@ -60,7 +60,9 @@ async def test_minus_inf_everywhere_gives_minus_inf_log_ml(how, at):
         seqs = await SAMPLERS[how](dead)(6, 0.5, 5, seed=0)
     _assert_sane(seqs)
     assert seqs.log_ml == -math.inf
-    assert all(ctx[-1] == EOS for ctx in seqs.contexts)
+    if how != "critic":  # the sampler found no token and drew EOS at weight zero: it ended
+        assert all(ctx[-1] == EOS for ctx in seqs.contexts)
+    # (killed by the critic, a context ends in EOS only where EOS was drawn: test_deaths.py)
 
 
 @pytest.mark.parametrize("how", sorted(SAMPLERS))

@@ -166,3 +166,107 @@ async def test_embedded_model_each_cause(llm):
 
     seqs, zero = await run(direct_token_sampler(llm), critic=NaNCritic(llm.vocab), max_tokens=4)
     assert_all_died_of(seqs, zero, "nan")
+
+
+# A particle killed before it ended is not a finished sequence (issue 34, finding 6) ---
+
+
+def only_b(ctx):
+    return np.log(np.array([1e-300, 1.0, 1e-300]))
+
+
+class NoB(Potential):
+    """A critic that gives weight zero to any context holding `b` (EOS allowed)."""
+
+    async def prefix(self, context):
+        return NEG_INF if "b" in context else 0.0
+
+    async def complete(self, context):
+        return NEG_INF if "b" in context else 0.0
+
+
+class NoEnd(Potential):
+    """A critic that allows every prefix and no finished sequence."""
+
+    async def prefix(self, context):
+        return 0.0
+
+    async def complete(self, context):
+        return NEG_INF
+
+
+async def test_a_particle_killed_by_the_critic_keeps_its_context_without_eos():
+    """0.4.1: the killed context (the unit it drew appended) without EOS; it stays in
+    `posterior` and is absent from `decoded_posterior`."""
+    seqs, zero = await run(direct_token_sampler(NextTable(VOCAB, only_b)), critic=NoB(VOCAB), max_tokens=4)
+    assert_all_died_of(seqs, zero, "critic")
+    assert [list(c) for c in seqs.contexts] == [["b"]] * N
+    assert dict(seqs.decoded_posterior) == {} and seqs.finished_texts() == []
+    assert all(k == ("b",) for k in seqs.posterior)
+
+
+async def test_a_particle_ended_with_eos_at_weight_zero_stays_in_decoded_posterior():
+    """A particle that drew EOS (or had it forced) and then got weight zero did end:
+    its text stays in `decoded_posterior` at 0.0, as in 0.4.1."""
+    seqs, zero = await run(direct_token_sampler(NextTable(VOCAB, uniform)), critic=NoEnd(VOCAB), max_tokens=3)
+    assert all(list(c)[-1] == EOS for c in seqs.contexts)
+    assert all(w == NEG_INF for w in seqs.log_weights)
+    assert set(seqs.decoded_posterior) == {"".join(list(c)[:-1]) for c in seqs.contexts}
+    assert all(v == 0.0 for v in seqs.decoded_posterior.values())
+
+
+class NoUnit(TokenSampler):
+    """Finds no unit after one `a`, and says so (`DeadEnd(DEAD_PREFIX)` as the unit)."""
+
+    async def sample(self, context, draw=None):
+        if not context:
+            return "a", 0.0, 0.0
+        return DeadEnd(Cause.DEAD_PREFIX), NEG_INF, 0.0
+
+
+async def test_a_dead_end_draws_no_unit_and_stays_unfinished():
+    """No unit to draw: the context stays as it was, without EOS (it did not end)."""
+    seqs, zero = await run(NoUnit(NextTable(VOCAB, uniform)), max_tokens=5)
+    assert_all_died_of(seqs, zero, "dead_prefix")
+    assert all(list(c) == ["a"] for c in seqs.contexts)
+    assert dict(seqs.decoded_posterior) == {}
+
+
+async def test_the_041_particle_api_finishes_a_killed_particle_without_eos():
+    from genlm.control.sampler import SequenceModel
+
+    lm = NextTable(VOCAB, lambda ctx: np.log(np.array([0.0, 1.0, 0.0]) + 1e-300))  # always b
+    p = SequenceModel(direct_token_sampler(lm), critic=NoB(VOCAB), max_tokens=5)
+    await p.start()
+    await p.step(np.random.default_rng(0))
+    assert p.done and p.weight == NEG_INF and p.context == ["b"]
+
+
+def test_killed_contexts_of_the_embedded_model_in_every_output(tmp_path):
+    """The issue's run: 0.4.1 returns the killed contexts without EOS and an empty
+    `decoded_posterior`; the record, `show()` and the visualizer read them."""
+    import asyncio
+
+    from genlm.control import InferenceVisualizer, PromptedLLM
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="mock")
+    llm.set_prompt_from_str("Hello")
+    critic = BoolFSA.from_regex("zzzz").coerce(llm, f=b"".join)
+    path = tmp_path / "run.json"
+
+    async def go():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ZeroWeightWarning)
+            return await direct_token_sampler(llm).smc(
+                n_particles=3, ess_threshold=0.5, max_tokens=5, critic=critic, json_path=str(path), seed=1)
+
+    seqs = asyncio.run(go())
+    assert all(c and c[-1] is not EOS for c in seqs.contexts), seqs.contexts
+    assert len(seqs.decoded_posterior) == 0 and seqs.finished_texts() == []
+    assert seqs.n_without_mass == 3
+    seqs.show()
+    record = json.loads(path.read_text())
+    assert record
+    html = InferenceVisualizer(str(path), serve=False).to_html()
+    assert "<html" in html.lower()

@@ -34,6 +34,20 @@ class CachedRecognizer(Potential):
         c._init_cache()
         return c
 
+    # Attributes `_init_cache` builds: a pickled copy travels without them (as a
+    # `spawn` starts without them) and rebuilds them on load.
+    _CACHES: tuple = ("_cache", "_cache_obj")
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        for key in self._CACHES:
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_cache()
+
     def clear_cache(self) -> None:
         """Drop every cached state."""
         self._init_cache()

@@ -151,6 +151,7 @@ def grammar_text(kind: Kind, source: Any) -> str:
             )
         try:
             schema = json.loads(source) if isinstance(source, str) else source
+            _check_bounds(schema)
             return llg.LLMatcher.grammar_from_lark(_without_forcing(json_lark(schema)))
         except (ValueError, TypeError) as e:
             raise ValueError(f"invalid JSON schema: {e}") from None
@@ -166,6 +167,41 @@ def grammar_text(kind: Kind, source: Any) -> str:
 
 # Options that bring the engine's JSON closer to RFC 8259 (see docs/constraint-engines.md).
 JSON_OPTIONS = {"whitespace_flexible": True, "json_allow_general_unicode_escapes": True}
+
+
+_WIDE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
+         "minLength", "maxLength", "minProperties", "maxProperties")
+_DATA = ("enum", "const", "default", "examples")  # values, not subschemas
+
+
+def _check_bounds(schema: Any) -> None:
+    """Refuses (ValueError) a bound or count outside the 64-bit integers
+    `[-2**63, 2**63)`: the engine reads these as 64-bit numbers, clamps them (its
+    language is then not the schema's), and with both integer bounds below `-2**63`
+    it crashes the interpreter (SIGSEGV). Walks the subschemas iteratively; the
+    values of `enum`, `const`, `default` and `examples` are data, skipped."""
+    stack, seen = [(schema, "#")], 0
+    while stack:
+        node, where = stack.pop()
+        seen += 1
+        if seen > 1_000_000:
+            return  # the schema checks (JsonSchema) bound the size; the engine decides the rest
+        if isinstance(node, list):
+            stack.extend((v, f"{where}/{i}") for i, v in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if key in _DATA:
+                continue
+            wide = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and not -(2**63) <= value < 2**63)
+            if key in _WIDE and wide:
+                raise ValueError(
+                    f"{key!r} = {value!r} at {where} is outside the 64-bit integers, as which the "
+                    "engine reads it (it clamps it, or crashes on integer bounds below -2**63); "
+                    'JsonSchema(schema).coerce(llm, f=b"".join) (engine=None) serves it exactly')
+            stack.append((value, f"{where}/{key}"))
 
 
 def json_lark(schema: Any) -> str:

@@ -11,6 +11,9 @@ on generated documents (`tests/engine/test_json_engine.py`). On the list:
 - `type` drawn from `null`, `boolean`, `integer`, `number` and `array`;
 - `integer` with bounds whose integer range does not contain 0 (the engine
   refuses `-0`, which is 0), or without bounds; `number` without bounds;
+- numbers in `minimum`, `maximum`, `exclusive*`, `minItems`, `maxItems` only of
+  magnitude below `2**53` (`EXACT_MAGNITUDE`), so that every integer bound the engine
+  derives from them (`exclusiveMinimum: x` is `x + 1`) is a float exactly;
 - `enum`/`const` whose values are all `null`, `true` or `false`;
 - `items` (one schema on the list), `minItems`, `maxItems`;
 - `anyOf` whose branches are all on the list, with no sibling assertions.
@@ -21,6 +24,11 @@ Off the list, with what differs (see docs/constraint-engines.md):
   refuses the escape `\\/` and a raw DEL byte (0x7F); in objects it also writes
   declared properties in declaration order, undeclared ones after them, and
   refuses escapes in declared key names;
+- a bound or item count of `2**53` or more: the engine reads these numbers as 64-bit
+  floats and then as 64-bit integers, so `2**53 + 1` is read as `2**53`, bounds past
+  `2**63` are clamped (under `[2**63, 2**64]` it accepts `2**63 - 1`), and a lower
+  bound below `-2**63` crashes the interpreter (SIGSEGV); such schemas go to our own
+  grammar writer (`_write_json`), which writes integer ranges digit by digit;
 - `number` with bounds: the engine reads the bounds on the spelling (it refuses
   `3` as the start of `3e-1` under `maximum: 2.25`, and `-0` at a bound of 0);
 - numbers and strings in `enum`/`const`: the engine matches the schema's own
@@ -39,7 +47,13 @@ from typing import Any, NamedTuple
 from genlm.control.constraints.json_schema import ANNOTATIONS
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-ARRAY_KEYWORDS = ("type", "items", "minItems", "maxItems") + BOUNDS
+COUNTS = ("minItems", "maxItems")
+ARRAY_KEYWORDS = ("type", "items") + COUNTS + BOUNDS
+# Bounds and counts must be below this magnitude: the engine reads them as 64-bit
+# floats (exact for every integer up to 2**53) and derives integer bounds from them
+# (`exclusiveMinimum: 2**53` becomes 2**53 + 1, rounded back to 2**53), found by
+# experiment in a subprocess (tests/engine/test_json_engine_magnitude.py).
+EXACT_MAGNITUDE = 2**53
 # Keys whose reading by the engine was compared (the others are refused at once).
 ESTABLISHED = frozenset(ARRAY_KEYWORDS + ("enum", "const", "anyOf", "$ref", "properties",
                                           "required", "additionalProperties", "minLength",
@@ -58,6 +72,8 @@ REASONS = {
     "number-bounds": "number with bounds: the engine reads bounds on the spelling (it refuses "
                      "3 as the start of 3e-1 under maximum 2.25, and -0 at a bound of 0)",
     "integer-zero": "integer bounds around 0: the engine refuses -0, which is 0",
+    "magnitude": "a bound or item count of 2**53 or more: the engine reads it as a 64-bit "
+                 "float (2**53 + 1 is 2**53; past 2**63 clamped; below -2**63 it crashes)",
     "ref": "$ref: not established",
     "anyOf-siblings": "anyOf beside other assertions: not established",
     "keyword": "a keyword not established",
@@ -117,6 +133,10 @@ def _typed(rest: dict, types: set, where: str) -> Difference | None:
     for key in rest:
         if key not in ARRAY_KEYWORDS:
             return Difference(where, "keyword", key)
+    for key in BOUNDS + COUNTS:
+        x = rest.get(key)
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and not abs(x) < EXACT_MAGNITUDE:
+            return Difference(where, "magnitude", key)
     if any(k in rest for k in BOUNDS) and types & {"integer", "number"}:
         if "number" in types:
             return Difference(where, "number-bounds")

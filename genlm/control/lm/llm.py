@@ -47,6 +47,12 @@ class PromptedLLMArgumentError(TypeError, ValueError):
     TypeError). It is both, so code catching either type keeps working."""
 
 
+class PromptTooLongError(ValueError, IndexError):
+    """A prompt and context longer than the model's positions. 0.4.1 let the model
+    fail on it (an `IndexError` from the position embedding); ours names the lengths.
+    It is both, so code catching either type keeps working."""
+
+
 class PromptedLLM(Potential, HeldByRuns):
     """A language model conditioned on a prompt, as a potential over its tokens.
 
@@ -308,7 +314,7 @@ class PromptedLLM(Potential, HeldByRuns):
         limit = _max_positions(self.model)
         longest = max((len(k) for k in keys), default=0)
         if limit is not None and longest > limit:
-            raise ValueError(
+            raise PromptTooLongError(
                 f"prompt and context are {longest} tokens, over the model's limit of "
                 f"{limit} positions: shorten the prompt or lower max_tokens"
             )

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from genlm.control.smc.resampling import Scheme, ess, log_mean_exp, normalized_weights
-from genlm.control.smc.state import PopulationState, Proposals, closed
+from genlm.control.smc.state import PopulationState, Proposals
 from genlm.control.weights import NEG_INF, fold_nan
 
 
@@ -64,7 +64,8 @@ def reweight(state: PopulationState, live: np.ndarray, proposals: Proposals, eos
 
     `logw_i ← logw_i + increments_i` (see `increments`; NaN read as `-inf`); a
     particle finishes when its context ends in EOS or its weight became `-inf` (its
-    context is then closed with EOS, see `state.closed`).
+    context is then the proposal's: a particle killed before it ended does not end in
+    EOS, as in genlm-control 0.4.1).
 
     Raises:
         ValueError: if an increment is `+inf`, `proposals` and `live` differ in
@@ -88,7 +89,7 @@ def reweight(state: PopulationState, live: np.ndarray, proposals: Proposals, eos
     done[live] = np.asarray(proposals.ends, dtype=bool) | dead
     contexts = list(state.contexts)
     for j, i in enumerate(live.tolist()):
-        contexts[i] = closed(proposals.contexts[j], eos) if dead[j] else proposals.contexts[j]
+        contexts[i] = proposals.contexts[j]
     return PopulationState._owned(tuple(contexts), log_weights, twists, done)
 
 

@@ -234,9 +234,10 @@ async def step_many(particles: list[SequenceModel], rngs: list) -> np.ndarray:
     for m, (_, out) in zip(members, outs):
         for j, i in enumerate(m):
             p = particles[i]
-            p.context, p.twist_amount, p.done = list(out.contexts[j]), float(out.twists[j]), bool(out.ends[j])
+            p.context, p.twist_amount = list(out.contexts[j]), float(out.twists[j])
             w = p.weight + incs[i]
             p.weight = -math.inf if math.isnan(w) else float(w)
+            p.done = bool(out.ends[j]) or p.weight == -math.inf  # killed: done, without EOS
     return incs
 
 

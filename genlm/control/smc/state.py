@@ -47,7 +47,8 @@ class PopulationState:
         contexts: one tuple of units per particle.
         log_weights: `logw_i`, float64.
         twists: `critic.score(x_i)` of the current context (0.0 without a critic).
-        done: whether each particle has finished (its context then ends in EOS).
+        done: whether each particle has finished (its context then ends in EOS, unless
+            its weight is zero: a particle killed before it ended does not).
     """
 
     contexts: tuple[tuple, ...]
@@ -101,7 +102,8 @@ class Proposals(NamedTuple):
     """What one step proposes for the live particles, row `j` for the `j`-th live one.
 
     Attributes:
-        contexts: the extended contexts (EOS appended where the particle finished).
+        contexts: the extended contexts (EOS appended where the particle ended; a
+            context the sampler had no unit for is unchanged).
         logws: the sampler's log weight increments (forced-EOS corrections included),
             before the twist.
         twists: the critic's score of each extended context; the old twist where

@@ -238,16 +238,24 @@ async def propose(model: Any, contexts: list[tuple], twists: np.ndarray, rngs: l
     Context `i` (with twist `twists[i]`) gets a unit drawn with `rngs[i]`; a
     `terminate_when` that holds closes it with EOS (adding its `logw_eos`); the critic
     scores each extended context whose increment is above `-inf` (only the finished
-    ones when `model.twist_with_critic` is False).
+    ones when `model.twist_with_critic` is False). A context whose increment is `-inf`
+    keeps the unit it drew and is not closed with EOS (it was killed, not finished),
+    except where EOS was drawn, forced at `max_tokens` or appended by `terminate_when`;
+    where the sampler had no unit to draw (a `DeadEnd`) it stays as it was.
     """
     lists = [list(c) for c in contexts]
     units, logws, made_to_end = await _draw_units(model, lists, rngs)
     reported = [u if isinstance(u, DeadEnd) else None for u in units]
-    units = [model.eos if r is not None else u for u, r in zip(units, reported)]
-    news = [[*c, u] for c, u in zip(lists, units)]
-    ends = [ends_with(u, model.eos) for u in units]
+    # A dead end at the budget met max_tokens: closed with EOS, as a particle whose
+    # forced EOS has weight zero is. Any other dead end (no token allowed) drew no unit:
+    # its context stays as it was, unfinished (no EOS), as a killed particle's does.
+    at_end = [r is not None and (made_to_end[i] or r.cause == OUT_OF_BUDGET) for i, r in enumerate(reported)]
+    units = [u if r is None else model.eos if at_end[i] else None for i, (u, r) in enumerate(zip(units, reported))]
+    news = [[*c] if u is None else [*c, u] for c, u in zip(lists, units)]
+    ends = [u is not None and ends_with(u, model.eos) for u in units]
     stop = model.terminate_when
-    stopped = [i for i in range(len(news)) if not ends[i] and stop is not None and stop(news[i])]
+    stopped = [i for i in range(len(news))
+               if units[i] is not None and not ends[i] and stop is not None and stop(news[i])]
     if stopped:
         for i, logw in zip(stopped, await _logw_eos_all(model.unit_sampler, [news[i] for i in stopped])):
             logws[i] += float(logw)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple, Sequence
 
@@ -116,7 +117,7 @@ class WFSA(CachedRecognizer):
         a = self.automaton
         root = _rescale(a.start, 0.0)
         self._cache: PrefixStateCache[Forward] = PrefixStateCache(
-            root, lambda s, b: _step(a, s, b), self.cache_size
+            root, functools.partial(_step, a), self.cache_size  # picklable, unlike a lambda
         )
 
     @classmethod

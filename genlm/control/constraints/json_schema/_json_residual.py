@@ -50,18 +50,33 @@ def _decimals(value: Any) -> Any:
 
 
 def is_multiple(x: Decimal, d: Decimal) -> bool:
-    """Whether `x / d` is an integer, exactly (`d > 0`)."""
-    if x == 0:
+    """Whether `x / d` is an integer, exactly (`d > 0`), at a cost bounded by the
+    digits of `x` and `d` and the logarithm of their exponents.
+
+    With `|x| = m1·10^a` and `d = m2·10^b` (integer digits `m1`, `m2`) and `k = a - b`:
+    for `k ≥ 0`, `x/d = m1·10^k / m2` is an integer iff `m2` divides
+    `m1·(10^k mod m2)`; for `k < 0` it is `m1 / (m2·10^-k)`, never an integer once
+    `10^-k` exceeds `m1` (so `-k` is bounded by the digits of `m1`). Nothing here
+    rounds or overflows: the digits are read with `as_tuple` (no context), so an
+    exponent of a million is as cheap as one of three.
+    """
+    if x.is_zero():
         return True
-    _, xd, xe = abs(x).as_tuple()
-    _, dd, de = abs(d).as_tuple()
-    m1, m2 = int("".join(map(str, xd))), int("".join(map(str, dd)))
+    _, xd, xe = x.as_tuple()
+    _, dd, de = d.as_tuple()
+    m1, m2 = _digits_int(xd), _digits_int(dd)
     k = xe - de
     if k >= 0:
         return m1 * pow(10, k, m2) % m2 == 0
     if -k > len(xd):  # m1 < 10**-k ≤ m2·10**-k: not a multiple
         return False
     return m1 % (m2 * 10 ** -k) == 0
+
+
+def _digits_int(digits: tuple) -> int:
+    """The integer whose decimal digits are `digits` (any count: no str conversion,
+    so Python's limit on int/str conversions does not apply)."""
+    return int(Decimal((0, digits, 0)))
 
 
 def _multiple_of(validator, d, instance, schema):
@@ -88,6 +103,27 @@ def _pattern(validator, pattern, instance, schema):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+class _LongInt(int):
+    """An integer of more digits than Python converts to text by default: `jsonschema`
+    writes `repr(instance)` into its error messages, which would raise `ValueError`
+    (the int/str conversion limit) instead of answering."""
+
+    def __repr__(self) -> str:
+        return f"<an integer of {_digit_count(self)} digits>"
+
+    __str__ = __repr__
+
+
+def _digit_count(n: int) -> int:
+    return len(Decimal(n).as_tuple().digits)
+
+
+def _integer(text: str) -> int:
+    """A JSON integer spelling as an int (a `_LongInt` beyond 4000 digits)."""
+    n = int(Decimal(text))
+    return _LongInt(n) if len(text) > 4000 else n
+
+
 class DocumentCheck:
     """`check(data)`: whether the bytes `data` are valid under `schema` (read as above)."""
 
@@ -101,8 +137,7 @@ class DocumentCheck:
 
     def __call__(self, data: bytes) -> bool:
         try:
-            value = json.loads(data.decode("utf-8"), parse_float=exact_value,
-                               parse_int=lambda s: int(Decimal(s)))
+            value = json.loads(data.decode("utf-8"), parse_float=exact_value, parse_int=_integer)
         except (ValueError, RecursionError):
             return False
         try:

@@ -48,7 +48,10 @@ class JsonSchema(CachedRecognizer):
       are not integers here, though jsonschema accepts them);
     - numbers compare as exact decimals (no float rounding): `minimum`,
       `maximum`, `enum` and `const` read `1.0` and `1` as equal, and
-      `0.10000000000000000001` as not equal to `0.1`;
+      `0.10000000000000000001` as not equal to `0.1`; a float in the schema is the
+      decimal its JSON text spells (its shortest repr: `maximum: 1e30` is 10**30),
+      where `jsonschema` compares with the float's binary value
+      (1000000000000000019884624838656);
     - `NaN`, `Infinity`, a byte-order mark and lone surrogate escapes are rejected;
     - `pattern` follows `re.search` with ASCII classes (`\\d` = `[0-9]`, as in
       ECMA-262); `multipleOf` is exact on decimals; `format` checks the regular
@@ -105,6 +108,8 @@ class JsonSchema(CachedRecognizer):
         self.document_check = DocumentCheck(schema) if compiled.inexact else None
         super().__init__(BYTE_VOCAB)
         self._init_cache()
+
+    _CACHES = ("_cache", "transitions")
 
     def _init_cache(self) -> None:
         self.transitions = Transitions(initial_state(self.root), self.max_states)
