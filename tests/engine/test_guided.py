@@ -488,3 +488,27 @@ def test_argument_errors(llm):
         GuidedConstraint(llm, "ebnf", "x")
     with pytest.raises(ValueError, match="from_lark"):
         BoolCFG.from_string("1: S -> a").coerce(llm, f=b"".join, engine=True)
+
+
+async def test_constrain_json_takes_the_spelling(llm, pieces):
+    """`llm.constrain(json_schema=..., spelling=...)`: the canonical default and
+    "compact" refuse whitespace and "any" allows it; canonical refuses `\\u0061`; the
+    schema's own x-guidance options win; a spelling beside a regex is an error."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    spaced, tight, escaped = b'{"a": "x"}', b'{"a":"x"}', b'{"a":"\\u0061"}'
+
+    async def accepts(c, doc):
+        return await c.complete(split(pieces, doc, list(range(len(doc))))) == 0.0
+
+    default, compact, free = (llm.constrain(json_schema=schema),
+                              llm.constrain(json_schema=schema, spelling="compact"),
+                              llm.constrain(json_schema=schema, spelling="any"))
+    assert [await accepts(default, d) for d in (spaced, tight, escaped)] == [False, True, False]
+    assert [await accepts(compact, d) for d in (spaced, tight, escaped)] == [False, True, True]
+    assert [await accepts(free, d) for d in (spaced, tight, escaped)] == [True, True, True]
+    own = llm.constrain(json_schema={**schema, "x-guidance": {"whitespace_flexible": True}})
+    assert own.source["x-guidance"]["whitespace_flexible"] is True
+    with pytest.raises(ValueError, match="spelling= applies to json_schema= only"):
+        llm.constrain(regex="a", spelling="any")
+    with pytest.raises(ValueError, match="unknown JSON spelling"):
+        llm.constrain(json_schema=schema, spelling="loose")

@@ -202,6 +202,13 @@ class WCFG(CachedRecognizer):
             return None
         return EngineSource("lark", self.lark_grammar, parsed=self.lark_parsed)
 
+    def length_hint(self) -> str | None:
+        """What shortens this grammar's texts (for the zero-weight warning); None for
+        a grammar not read from Lark."""
+        from genlm.control._length_hints import lark_hint
+
+        return None if self.lark_grammar is None else lark_hint(self.lark_grammar)
+
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """`Coerced` by Earley over bytes, with a bound on the tokens left to a complete
         document (`CoercedCFG`); the parser is built now (or fails on size)."""
