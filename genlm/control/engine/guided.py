@@ -354,7 +354,10 @@ class GuidedCoerced(Coerced):
         return None if twin is None else self._tokens_to_finish
 
     def _budget_twin(self) -> Any:
-        """The generic coercion whose bound this one reads, or None (no bound).
+        """The generic coercion whose bound this one reads, or None (no bound): of
+        the constraint's `regular_form` where it has one (a regular Lark grammar as a
+        byte automaton of the same language, whose bound is exact), else of the
+        constraint itself.
 
         The engine's language is the constraint's (the default) or a subset of it
         (`engine=True`: docs/constraint-engines.md), so every completion the engine
@@ -362,8 +365,10 @@ class GuidedCoerced(Coerced):
         never exceeds the engine's: the twin's lower bound is one here as well."""
         twin = self.__dict__.get("_twin", False)
         if twin is False:
+            regular = getattr(self.potential, "regular_form", None)
+            source = (regular() if callable(regular) else None) or self.potential
             try:
-                twin = self.potential.generic_coercion(self.guided, self.f, False, True, None)
+                twin = source.generic_coercion(self.guided, self.f, False, True, None)
             except ValueError as e:  # e.g. a grammar too large for the Earley parser
                 logger.debug("the engine coercion prunes nothing by the budget: %s", e)
                 twin = None
