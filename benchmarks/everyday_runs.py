@@ -29,18 +29,11 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from everyday_json import SCHEMA  # noqa: E402  (the example's schema, one source)
+from everyday_json import SCHEMA  # noqa: E402  (the examples' schema and grammar, one source)
+from everyday_sql import SQL  # noqa: E402
 
 JSON_PROMPT = "A user record as JSON:\n"
 
-SQL = r"""
-start: "SELECT " cols " FROM " NAME where? ";"
-cols: NAME (", " NAME)*
-where: " WHERE " NAME OP VALUE
-OP: "=" | "<" | ">"
-NAME: /[a-z_]+/
-VALUE: /[0-9]+/
-"""
 SQL_PROMPT = "A query:\n"
 
 
