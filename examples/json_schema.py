@@ -12,7 +12,7 @@ from the LM restricted to the allowed tokens, weighted by the allowed mass.
 import asyncio
 import json
 
-from genlm.control import BoolFSA, JsonSchema, PromptedLLM, direct_token_sampler
+from genlm.control import JsonSchema, PromptedLLM, direct_token_sampler
 from genlm.control.embedded import EMBEDDED_MODEL
 
 SCHEMA = {
@@ -26,13 +26,11 @@ SCHEMA = {
 async def main(n_particles: int = 10, max_tokens: int = 20, seed: int = 0):
     llm = PromptedLLM.from_name(EMBEDDED_MODEL)
     llm.set_prompt_from_str("The value of x is given by")
-    # The schema allows whitespace wherever JSON does; the tiny model would spend its
-    # tokens on it, so a second constraint allows single spaces only, and nothing
-    # after the closing brace (else a particle could write a space that no valid
-    # document continues, a dead end that neither constraint alone detects).
-    valid = JsonSchema(SCHEMA).coerce(llm, f=b"".join)
-    compact = BoolFSA.from_regex(r"\{( ?[^ \n\r\t}])*\}").coerce(llm, f=b"".join)
-    sampler = direct_token_sampler(llm * valid * compact)
+    # The default spelling, "canonical", allows no whitespace outside strings and
+    # spells each string one way, so the tiny model cannot spend its tokens on
+    # whitespace or escapes (spelling="any" allows RFC 8259 whitespace: 0.4.1's language).
+    valid = JsonSchema(SCHEMA, spelling="canonical").coerce(llm, f=b"".join)
+    sampler = direct_token_sampler(llm * valid)
     sequences = await sampler.smc(
         n_particles=n_particles, ess_threshold=0.5, max_tokens=max_tokens, seed=seed
     )

@@ -1,5 +1,6 @@
 """The genlm-control command: output formats on the embedded model, records, and bad input."""
 
+import asyncio
 import json
 import os
 import re
@@ -138,6 +139,28 @@ def test_json_schema(capsys, tmp_path):
         return True
 
     check_posterior(out, valid)
+
+
+@pytest.mark.parametrize("spelling, spaced", [(None, False), ("compact", False), ("any", True)])
+def test_json_spelling_reaches_the_schema(spelling, spaced, tmp_path):
+    from genlm.control.cli import _item_constraint, build_parser
+
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps({"type": "array", "items": {"type": "integer"}}), encoding="utf-8")
+    flags = [] if spelling is None else ["--json-spelling", spelling]
+    args = build_parser().parse_args(["generate", "--json-schema", str(path), *flags])
+    p = _item_constraint(args)
+    assert p.spelling == (spelling or "canonical")
+    assert (asyncio.run(p.complete(list(b"[1, 2]"))) == 0.0) is spaced
+    assert asyncio.run(p.complete(list(b"[1,2]"))) == 0.0
+
+
+def test_json_spelling_without_a_schema_is_a_usage_error():
+    from genlm.control.cli import UsageError, _item_constraint, build_parser
+
+    args = build_parser().parse_args(["generate", "--regex", "a", "--json-spelling", "any"])
+    with pytest.raises(UsageError, match="--json-spelling applies to --json-schema only"):
+        _item_constraint(args)
 
 
 def test_record_renders(capsys, tmp_path, monkeypatch):

@@ -50,6 +50,33 @@ async def test_json_schema_outputs_are_valid():
         assert "  " not in text and "\n" not in text
 
 
+async def test_everyday_json_finishes_valid_documents_on_the_default_path():
+    """The example's realistic schema (nested object, enum, integer bounds, array,
+    pattern, date) through `AWRS(llm, JsonSchema(schema).coerce(...))`: seed 0 ends with
+    documents of positive weight, each valid with the format checker, none with
+    whitespace outside strings (the default spelling)."""
+    module = load("everyday_json")
+    sequences = await module.main()
+    done = [t for t, p in sequences.decoded_posterior.items() if p > 0]
+    assert done
+    for text in done:
+        value = json.loads(text)
+        jsonschema.validate(value, module.SCHEMA, format_checker=jsonschema.FormatChecker())
+        assert text == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+async def test_everyday_sql_finishes_on_the_default_path():
+    """The SQL-like grammar through AWRS at max_tokens=40: seed 0 ends with queries of
+    positive weight (the regular grammar's exact budget), each parsed by Lark."""
+    module = load("everyday_sql")
+    parser = lark.Lark(module.SQL)
+    sequences = await module.main()
+    done = [t for t, p in sequences.decoded_posterior.items() if p > 0]
+    assert done
+    for text in done:
+        parser.parse(text)
+
+
 async def test_sql_grammar_outputs_parse():
     module = load("sql_grammar")
     parser = lark.Lark(module.GRAMMAR)

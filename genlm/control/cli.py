@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     constraint.add_argument("--regex", metavar="PATTERN", help="a regular expression the output matches")
     constraint.add_argument("--lark", metavar="FILE", help="a Lark grammar file the output parses under")
     constraint.add_argument("--json-schema", metavar="FILE", help="a JSON Schema file the output is valid under")
+    gen.add_argument(
+        "--json-spelling", choices=("canonical", "compact", "any"), default=None,
+        help="with --json-schema: how the document is spelled outside its strings "
+        "(canonical: no whitespace, strings as a JSON writer writes them; compact: no "
+        "whitespace; any: RFC 8259 whitespace and escapes) (default: canonical)",
+    )
     gen.add_argument("--model", default=None, help="model name or path (default: the embedded model)")
     gen.add_argument("--backend", default=None, help="hf, vllm or mock (default: vllm with CUDA, else hf)")
     gen.add_argument("--sampler", choices=SAMPLERS, default="awrs", help="token sampler")
@@ -115,6 +121,8 @@ def _item_constraint(args: argparse.Namespace) -> Any:
 
     Each constraint class is imported only when named: the grammar library costs
     seconds to import and a regex or a schema does not need it."""
+    if args.json_spelling is not None and args.json_schema is None:
+        raise UsageError("--json-spelling applies to --json-schema only")
     if args.regex is not None:
         from genlm.control.constraints.fsa.wfsa import BoolFSA
 
@@ -131,7 +139,7 @@ def _item_constraint(args: argparse.Namespace) -> Any:
             raise UsageError(f"{args.json_schema!r} is not JSON: {exc}") from exc
         except RecursionError:
             raise UsageError(f"{args.json_schema!r} is JSON nested too deeply") from None
-        return JsonSchema(schema)
+        return JsonSchema(schema, spelling=args.json_spelling or "canonical")
     return None
 
 

@@ -216,7 +216,7 @@ _POTENTIALS: dict = {}
 
 def potential(name) -> JsonSchema:
     if name not in _POTENTIALS:
-        _POTENTIALS[name] = JsonSchema(SCHEMAS[name])
+        _POTENTIALS[name] = JsonSchema(SCHEMAS[name], spelling="any")
     return _POTENTIALS[name]
 
 
@@ -319,7 +319,7 @@ def test_keyword_table_covers_every_supported_keyword():
     ],
 )
 async def test_documented_readings(schema, doc, valid):
-    p = JsonSchema(schema)
+    p = JsonSchema(schema, spelling="any")
     assert (await p.complete(list(doc)) == 0.0) == valid
 
 
@@ -347,17 +347,17 @@ async def test_documented_readings(schema, doc, valid):
 async def test_prefix_is_exact(schema, prefix, live):
     if live is None:
         with pytest.raises(ValueError, match="accepts no document"):
-            JsonSchema(schema)
+            JsonSchema(schema, spelling="any")
         return
-    p = JsonSchema(schema)
+    p = JsonSchema(schema, spelling="any")
     assert (await p.prefix(list(prefix)) == 0.0) == live
 
 
 async def test_check_potential():
-    p = JsonSchema(SCHEMAS["object"])
+    p = JsonSchema(SCHEMAS["object"], spelling="any")
     contexts = [[], list(b'{"na'), list(b'{"name":"ab"'), list(b'{"name":"a"}'), list(b"[")]
     await check_potential(p, contexts)
-    q = JsonSchema(SCHEMAS["anyOf"])
+    q = JsonSchema(SCHEMAS["anyOf"], spelling="any")
     await check_potential(q, [[], list(b'"ab'), list(b"12"), list(b"nu")])
 
 
@@ -372,7 +372,7 @@ async def test_check_potential():
 )
 def test_unsupported_keyword_is_named(keyword, schema):
     with pytest.raises(ValueError, match=keyword):
-        JsonSchema(schema)
+        JsonSchema(schema, spelling="any")
 
 
 @pytest.mark.parametrize(
@@ -390,11 +390,11 @@ def test_unsupported_keyword_is_named(keyword, schema):
 )
 def test_bad_schema_raises(schema, match):
     with pytest.raises(ValueError, match=match):
-        JsonSchema(schema)
+        JsonSchema(schema, spelling="any")
 
 
 async def test_bad_tokens_raise():
-    p = JsonSchema({})
+    p = JsonSchema({}, spelling="any")
     for bad in ([256], ["a"], [b"a"], [True]):
         with pytest.raises(TypeError, match="byte value"):
             await p.prefix(bad)
@@ -437,7 +437,7 @@ async def test_embedded_tokenizations_of_valid_documents(name):
     vocab = embedded_vocab()
     by_id = {t.token_id: t for t in vocab}
     schema = SCHEMAS[name]
-    coerced = JsonSchema(schema).coerce(vocab, f=b"".join)
+    coerced = JsonSchema(schema, spelling="any").coerce(vocab, f=b"".join)
     rng = random.Random(1)
     for _ in range(5):
         doc = serialize(gen_value(schema, schema, rng), rng)
@@ -472,7 +472,7 @@ async def test_number_ranges_agree_with_jsonschema(kind, lo, hi, lo_key, hi_key,
     if hi is not None:
         schema[hi_key] = hi
     try:
-        p = JsonSchema(schema)
+        p = JsonSchema(schema, spelling="any")
     except ValueError as e:
         assert "accepts no document" in str(e)
         return

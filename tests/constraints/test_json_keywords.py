@@ -119,7 +119,7 @@ _POTENTIALS: dict = {}
 
 def potential(name) -> JsonSchema:
     if name not in _POTENTIALS:
-        _POTENTIALS[name] = JsonSchema(SCHEMAS[name])
+        _POTENTIALS[name] = JsonSchema(SCHEMAS[name], spelling="any")
     return _POTENTIALS[name]
 
 
@@ -156,7 +156,7 @@ async def test_agrees_with_jsonschema(name, value, compact):
             assert reference_valid(schema, witness), (doc, witness)
 
 
-@pytest.mark.parametrize("name", [n for n in SCHEMAS if not JsonSchema(SCHEMAS[n]).superset_keywords])
+@pytest.mark.parametrize("name", [n for n in SCHEMAS if not JsonSchema(SCHEMAS[n], spelling="any").superset_keywords])
 @settings(max_examples=40, deadline=None)
 @given(data=st.text('{}[]",:0-19.e abnul"\\dxyzT', max_size=16).map(str.encode))
 async def test_exact_prefix_has_a_valid_completion(name, data):
@@ -263,7 +263,7 @@ def test_engine_is_refused_for_every_keyword_it_was_not_compared_on():
 )
 def test_bad_references_are_clear_errors(schema, match):
     with pytest.raises(ValueError, match=match):
-        JsonSchema(schema)
+        JsonSchema(schema, spelling="any")
 
 
 def _doubling(n):
@@ -275,15 +275,15 @@ def _doubling(n):
 
 async def test_compile_cost_is_bounded_for_hostile_combinations():
     with pytest.raises(ValueError, match="inlines more than"):
-        JsonSchema(_doubling(30))  # 2**30 inlined copies without the limit
+        JsonSchema(_doubling(30), spelling="any")  # 2**30 inlined copies without the limit
     deep = {"type": "integer"}
     for _ in range(30):  # 60 levels of dicts and lists: under MAX_DEPTH
         deep = {"allOf": [deep, {"minimum": 0}]}
-    p = JsonSchema(deep)
+    p = JsonSchema(deep, spelling="any")
     assert await p.complete(list(b"3")) == 0.0 and await p.complete(list(b"-1")) == NEG_INF
     tree = {"$defs": {"t": {"allOf": [{"type": "object"}, {"properties": {"k": {"$ref": "#/$defs/t"}}}]}},
             "$ref": "#/$defs/t", "type": "object", "maxProperties": 3}
-    p = JsonSchema(tree)
+    p = JsonSchema(tree, spelling="any")
     assert await p.complete(list(b'{"k": {"k": {}}}')) == 0.0
     assert await p.complete(list(b'{"k": {"k": 1}}')) == NEG_INF
 
@@ -294,7 +294,7 @@ async def test_compile_cost_is_bounded_for_hostile_combinations():
 async def test_top_level_alternatives_keep_their_anchors(pattern, text):
     import re
 
-    p = JsonSchema({"type": "string", "pattern": pattern})
+    p = JsonSchema({"type": "string", "pattern": pattern}, spelling="any")
     assert not p.superset_keywords
     doc = json.dumps(text).encode()
     assert (await p.complete(list(doc)) == 0.0) == bool(re.search(pattern, text, re.ASCII))

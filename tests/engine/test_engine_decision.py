@@ -34,11 +34,11 @@ def test_a_regex_is_exact(llm):
 
 
 def test_a_schema_off_the_whitelist_is_exact_as_its_written_grammar(llm):
-    d = explain_coercion(JsonSchema(PERSON), llm)
+    d = explain_coercion(JsonSchema(PERSON, spelling="any"), llm)
     assert (d.exactness, d.kind, d.reason) == (Exactness.EXACT, "lark", None)
     assert d.source.startswith("start: ")
     # with engine=True the schema goes to the engine as written, and may differ
-    forced = explain_coercion(JsonSchema(PERSON), llm, engine=True)
+    forced = explain_coercion(JsonSchema(PERSON, spelling="any"), llm, engine=True)
     assert (forced.exactness, forced.kind, forced.source) == (
         Exactness.INEXACT,
         "json_schema",
@@ -49,15 +49,15 @@ def test_a_schema_off_the_whitelist_is_exact_as_its_written_grammar(llm):
 
 
 def test_a_bounded_number_is_checked(llm):
-    d = explain_coercion(JsonSchema(BOUNDED), llm)
+    d = explain_coercion(JsonSchema(BOUNDED, spelling="any"), llm)
     assert (d.exactness, d.kind) == (Exactness.CHECKED, "json_checked")
     assert d.source.sub is not None and "checked exactly" in d.reason
     assert d.takes_engine(None)
-    assert type(JsonSchema(BOUNDED).coerce(llm, b"".join)).__name__ != "Coerced"
+    assert type(JsonSchema(BOUNDED, spelling="any").coerce(llm, b"".join)).__name__ != "Coerced"
 
 
 def test_a_superset_on_prefixes_is_checked_at_eos(llm):
-    d = explain_coercion(JsonSchema(UNIQUE), llm)
+    d = explain_coercion(JsonSchema(UNIQUE, spelling="any"), llm)
     assert (d.exactness, d.kind) == (Exactness.CHECKED, "json_checked")
     assert d.source.sub is None and "checked at EOS" in d.reason
 

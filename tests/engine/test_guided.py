@@ -273,14 +273,14 @@ DOCS = st.builds(
 @given(doc=DOCS, cuts=st.lists(st.integers(0, 60), max_size=8))
 async def test_json_agrees_with_the_schema_potential(llm, pieces, doc, cuts):
     """Documents with properties in declaration order: the same answers everywhere."""
-    js = JsonSchema(SCHEMA)
+    js = JsonSchema(SCHEMA, spelling="any")
     engine, generic = js.coerce(llm, f=b"".join, engine=True), js.coerce(llm, f=b"".join, engine=False)
     assert isinstance(engine, GuidedCoerced)
     await assert_same(engine, generic, split(pieces, doc.encode(), cuts), rows=False)
 
 
 async def test_json_rows_agree_in_declaration_order(llm, pieces):
-    js = JsonSchema(SCHEMA)
+    js = JsonSchema(SCHEMA, spelling="any")
     engine, generic = js.coerce(llm, f=b"".join, engine=True), js.coerce(llm, f=b"".join, engine=False)
     doc = b'{"id":12,"tag":"red","note":"ab"}'
     toks = split(pieces, doc, list(range(0, len(doc), 3)))
@@ -292,13 +292,13 @@ async def test_json_rows_agree_in_declaration_order(llm, pieces):
 
 
 async def test_json_differences_by_design(llm, pieces):
-    js = JsonSchema(SCHEMA)
+    js = JsonSchema(SCHEMA, spelling="any")
     engine = js.coerce(llm, f=b"".join, engine=True)
     for doc in [b'{"tag":"red","id":1}', b'{"id":1,"note":"\\/"}', b'{"id":-0}']:
         toks = split(pieces, doc, list(range(len(doc))))
         assert await js.complete(list(doc)) == 0.0
         assert await engine.complete(toks) == NEG_INF
-    one = JsonSchema({"enum": [1.0]})
+    one = JsonSchema({"enum": [1.0]}, spelling="any")
     e1 = one.coerce(llm, f=b"".join, engine=True)
     assert await one.complete(list(b"1")) == 0.0 and await e1.complete([pieces[b"1"]]) == 0.0
     assert await one.complete(list(b"1.0")) == 0.0
@@ -488,3 +488,27 @@ def test_argument_errors(llm):
         GuidedConstraint(llm, "ebnf", "x")
     with pytest.raises(ValueError, match="from_lark"):
         BoolCFG.from_string("1: S -> a").coerce(llm, f=b"".join, engine=True)
+
+
+async def test_constrain_json_takes_the_spelling(llm, pieces):
+    """`llm.constrain(json_schema=..., spelling=...)`: the canonical default and
+    "compact" refuse whitespace and "any" allows it; canonical refuses `\\u0061`; the
+    schema's own x-guidance options win; a spelling beside a regex is an error."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    spaced, tight, escaped = b'{"a": "x"}', b'{"a":"x"}', b'{"a":"\\u0061"}'
+
+    async def accepts(c, doc):
+        return await c.complete(split(pieces, doc, list(range(len(doc))))) == 0.0
+
+    default, compact, free = (llm.constrain(json_schema=schema),
+                              llm.constrain(json_schema=schema, spelling="compact"),
+                              llm.constrain(json_schema=schema, spelling="any"))
+    assert [await accepts(default, d) for d in (spaced, tight, escaped)] == [False, True, False]
+    assert [await accepts(compact, d) for d in (spaced, tight, escaped)] == [False, True, True]
+    assert [await accepts(free, d) for d in (spaced, tight, escaped)] == [True, True, True]
+    own = llm.constrain(json_schema={**schema, "x-guidance": {"whitespace_flexible": True}})
+    assert own.source["x-guidance"]["whitespace_flexible"] is True
+    with pytest.raises(ValueError, match="spelling= applies to json_schema= only"):
+        llm.constrain(regex="a", spelling="any")
+    with pytest.raises(ValueError, match="unknown JSON spelling"):
+        llm.constrain(json_schema=schema, spelling="loose")

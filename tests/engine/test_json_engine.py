@@ -87,7 +87,7 @@ def test_integer_ranges_without_zero_agree(lo, span, docs):
         lo, hi = (1, 1 + span) if lo > -5 else (lo, -1)
     schema = {"type": "integer", "minimum": lo, "maximum": hi}
     assert engine_difference(schema) is None
-    pair = (EngineBytes(schema), JsonSchema(schema))
+    pair = (EngineBytes(schema), JsonSchema(schema, spelling="any"))
     for doc in [str(lo).encode(), str(hi).encode(), b"-0", *(d.encode() for d in docs)]:
         assert disagreement_along(pair, doc) is None, doc
 
@@ -122,7 +122,7 @@ def expected_row(path: Path) -> tuple[str, str]:
     """(default path, why) as the docs table states it."""
     schema = json.loads(path.read_text())
     try:
-        JsonSchema(schema)
+        JsonSchema(schema, spelling="any")
     except ValueError as e:
         keyword = re.search(r"keyword '([^']+)'", str(e))
         return "rejected", f"`{keyword.group(1)}` unsupported" if keyword else str(e)
@@ -186,7 +186,7 @@ def near_misses(doc: bytes, rng: random.Random) -> list[bytes]:
 @pytest.mark.parametrize("path", ENGINE_FILES, ids=lambda p: p.stem)
 def test_engine_schemas_agree_on_generated_documents_and_near_misses(path):
     schema = json.loads(path.read_text())
-    pair, rec, rng = (EngineBytes(schema), JsonSchema(schema)), RecognizerBytes(schema), random.Random(path.stem)
+    pair, rec, rng = (EngineBytes(schema), JsonSchema(schema, spelling="any")), RecognizerBytes(schema), random.Random(path.stem)
     valid = 0
     for _ in range(40):
         doc = json.dumps(gen_doc(schema, rng), separators=rng.choice([(",", ":"), (", ", ": ")])).encode()
@@ -216,10 +216,10 @@ def test_coerce_takes_the_engine_only_where_exact(llm, caplog):
     from genlm.control.constraints.json_schema._json_coerce import CoercedJson
     from genlm.control.engine.guided import GuidedCoerced
 
-    exact = JsonSchema({"type": "array", "items": {"type": "integer"}})
-    written = JsonSchema({"type": "object", "required": ["z"]})  # the grammar of _write_json
+    exact = JsonSchema({"type": "array", "items": {"type": "integer"}}, spelling="any")
+    written = JsonSchema({"type": "object", "required": ["z"]}, spelling="any")  # the grammar of _write_json
     off = JsonSchema({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$",
-                                                             "maxLength": 3}}})  # not written
+                                                             "maxLength": 3}}}, spelling="any")  # not written
     assert isinstance(exact.coerce(llm, f=b"".join), GuidedCoerced)
     assert exact.coerce(llm, f=b"".join).guided.kind == "json_schema"
     assert written.coerce(llm, f=b"".join).guided.kind == "lark"

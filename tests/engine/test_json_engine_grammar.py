@@ -151,7 +151,7 @@ def test_hex_spans_are_exactly_their_values():
 
 def every_short_string(schema, alphabet: bytes, max_len: int):
     """The first byte string up to `max_len` bytes over `alphabet` where the two disagree."""
-    eng, js = LarkBytes(schema), JsonSchema(schema)
+    eng, js = LarkBytes(schema), JsonSchema(schema, spelling="any")
     stack = [(b"", eng.root, js.state_of([]))]
     while stack:
         doc, m, q = stack.pop()
@@ -334,7 +334,7 @@ def near_misses(doc: bytes, rng: random.Random) -> list[bytes]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_grammar_agrees_on_generated_documents_and_near_misses(name):
     schema = CASES[name]
-    pair, rec, rng = (LarkBytes(schema), JsonSchema(schema)), RecognizerBytes(schema), random.Random(name)
+    pair, rec, rng = (LarkBytes(schema), JsonSchema(schema, spelling="any")), RecognizerBytes(schema), random.Random(name)
     root = compile_schema(schema).root
     for _ in range(30):
         doc = gen(root, rng).encode()
@@ -351,7 +351,7 @@ def test_grammar_agrees_on_random_walks_from_either_side(name):
     """Byte by byte, the two allow the same next bytes; the walk draws one of them
     (often a closing one), so both sides' prefixes are visited."""
     schema = CASES[name]
-    eng, js, rng = LarkBytes(schema), JsonSchema(schema), random.Random("walk" + name)
+    eng, js, rng = LarkBytes(schema), JsonSchema(schema, spelling="any"), random.Random("walk" + name)
     for _ in range(12):
         m, q, doc = eng.root.deep_copy(), js.state_of([]), b""
         for _ in range(40):
@@ -414,7 +414,7 @@ def sandwich_along(checked: CheckedBytes, js: JsonSchema, doc: bytes):
 @pytest.mark.parametrize("name", sorted(CHECKED))
 def test_checked_grammars_bound_the_language(name):
     schema = CHECKED[name]
-    checked, js, rng = CheckedBytes(schema), JsonSchema(schema), random.Random("bound" + name)
+    checked, js, rng = CheckedBytes(schema), JsonSchema(schema, spelling="any"), random.Random("bound" + name)
     root = compile_schema(schema).root
     for _ in range(40):
         doc = gen(root, rng, edits=rng.random() < 0.5).encode()
@@ -455,8 +455,8 @@ def test_default_rows_equal_the_generic_rows(llm, name):
     from genlm.control.engine.guided import GuidedCoerced
 
     schema = {**CASES, **CHECKED}[name]
-    fast = JsonSchema(schema).coerce(llm, f=b"".join)
-    slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
+    fast = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join)
+    slow = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join, engine=False)
     assert isinstance(fast, GuidedCoerced)
     rng, root = random.Random(name), compile_schema(schema).root
 
@@ -600,8 +600,8 @@ def test_exponent_mantissas_are_those_some_exponent_brings_within(lo, lo_incl, h
 def test_rows_inside_exponents_equal_the_generic_rows(llm, name, texts):
     # the exponent phase: the gated superset is checked there (and the ungated one everywhere)
     schema = CHECKED[name]
-    fast = JsonSchema(schema).coerce(llm, f=b"".join)
-    slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
+    fast = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join)
+    slow = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join, engine=False)
     rng = random.Random(name)
 
     async def check():
@@ -651,8 +651,8 @@ def test_rows_over_exponent_tokens_equal_the_generic_rows_everywhere(name):
 
     llm = PromptedLLM(_NumberTokens())
     schema = CHECKED[name]
-    fast = JsonSchema(schema).coerce(llm, f=b"".join)
-    slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
+    fast = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join)
+    slow = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join, engine=False)
     assert isinstance(fast, GuidedCoerced)
     rng = random.Random(name)
 
@@ -686,7 +686,7 @@ def test_a_spawned_checked_coercion_keeps_its_rows(llm):
     import pickle
 
     schema = CHECKED["file-geo_point"]
-    fast = JsonSchema(schema).coerce(llm, f=b"".join)
+    fast = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join)
     ctx = tokenize(llm, b'{"lat": 1', random.Random(0))
 
     async def row(p):
@@ -706,8 +706,8 @@ def test_a_spawned_checked_coercion_keeps_its_rows(llm):
 def test_a_checked_batch_with_repeated_contexts_gives_each_its_row(llm):
     # the same matcher twice in one batch (AWRS asks for particles that share a prefix)
     schema = CHECKED["file-geo_point"]
-    fast = JsonSchema(schema).coerce(llm, f=b"".join)
-    slow = JsonSchema(schema).coerce(llm, f=b"".join, engine=False)
+    fast = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join)
+    slow = JsonSchema(schema, spelling="any").coerce(llm, f=b"".join, engine=False)
     a = tokenize(llm, b'{"lat": 1', random.Random(0))
     b = tokenize(llm, b'{"lat": -9', random.Random(0))
     contexts = [a, b, a, [], b]

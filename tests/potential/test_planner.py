@@ -140,7 +140,7 @@ def test_the_built_in_constraints_hand_the_engine_their_raw_source():
     form = cfg.engine_source()
     assert (form.kind, form.source, form.parsed) == ("lark", 'start: "1" start | "2"', cfg.lark_parsed)
     schema = {"type": "integer"}
-    assert JsonSchema(schema).engine_source() == EngineSource("json_schema", schema)
+    assert JsonSchema(schema).engine_source() == EngineSource("json_schema", schema, spelling="canonical")
 
 
 class DigitsForm(Digits):

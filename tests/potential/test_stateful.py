@@ -41,7 +41,7 @@ MAKERS = {
     "wfsa-regex": lambda: WFSA.from_regex(r"(ab|a[cd]+)*e?"),
     "wfsa-nondeterministic": lambda: WFSA(nondeterministic_wfsa()),
     "boolfsa": lambda: BoolFSA.from_regex(r"[a-c]+( [a-c]+)*\."),
-    "json": lambda: JsonSchema(SCHEMA),
+    "json": lambda: JsonSchema(SCHEMA, spelling="any"),
     "wcfg": lambda: WCFG.from_string(WEIGHTED),
     "boolcfg": lambda: BoolCFG.from_string(ARITH),
 }
@@ -166,7 +166,7 @@ PAIRS = {
         [[], [b"a"], [b"ab", b"a"], [b"aa", b"ab", b"aab"]],
     ),
     "json": (
-        lambda cls: cls(SCHEMA),
+        lambda cls: cls(SCHEMA, spelling="any"),
         token_vocab(b'{}[]"ab:1, ', [b'{"a', b'": 12', b', "b": ["', b"ab"]),
         [[], [b'{"a', b'": 12'], [b'{"a', b'": 12', b', "b": ["', b"ab"]],
     ),

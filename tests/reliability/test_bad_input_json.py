@@ -87,7 +87,7 @@ def test_every_row_is_documented():
 # Rows whose answer is a value: (row, schema, a valid document, an invalid one) ---------
 
 VALUE_ROWS = [
-    ("schema-true", True, b'{"a": ["\\/", 1e5]}', b"{"),
+    ("schema-true", True, b'{"a":["/",1e5]}', b"{"),
     ("schema-nested-30", nested(30), b"[" * 30 + b"7" + b"]" * 30, b"[" * 29 + b"7" + b"]" * 29),
     ("schema-min-length-huge", {"type": "string", "minLength": 10**9}, None, b'"abc"'),
     ("schema-min-length-huge-pattern", {"type": "string", "minLength": 10**9, "pattern": "^(ab)+$"},
@@ -106,7 +106,7 @@ VALUE_ROWS = [
      b'"' + b"b" * 2000 + b'"', b'"ab"'),
     ("schema-pattern-lookahead", {"type": "string", "pattern": "^(?=a)a$"}, b'"a"', b'"b"'),
     ("schema-ref-in-const-data", {"const": {"$ref": "http://127.0.0.1:9/x.json"}},
-     b'{"$ref": "http://127.0.0.1:9/x.json"}', b'{"$ref": "x"}'),
+     b'{"$ref":"http://127.0.0.1:9/x.json"}', b'{"$ref":"x"}'),
     ("schema-ref-id-relative", {"$id": "https://ex.com/s.json", "$defs": {"n": {"type": "null"}},
                                 "$ref": "s.json#/$defs/n"}, b"null", b"nul"),
     ("schema-number-huge-exponent", {"type": "number", "maximum": 1}, b"1e-99999999999999999999999",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from toys.tables import NextTable
 
-from genlm.control import AWRS, EOS, BoolFSA, Potential, direct_token_sampler
+from genlm.control import AWRS, EOS, BoolCFG, BoolFSA, JsonSchema, Potential, direct_token_sampler
 from genlm.control.sampler.token import TokenSampler
 from genlm.control.smc.deaths import Cause, DeadEnd, Deaths, ZeroWeightWarning
 
@@ -270,3 +270,32 @@ def test_killed_contexts_of_the_embedded_model_in_every_output(tmp_path):
     assert record
     html = InferenceVisualizer(str(path), serve=False).to_html()
     assert "<html" in html.lower()
+
+# The warning names the option of the constraint at hand ---------------------------
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: JsonSchema({"type": "string", "minLength": 5}, spelling="any"),
+     "spelling='any' lets the model write whitespace"),
+    (lambda: JsonSchema({"type": "string", "minLength": 5}), "spelling='canonical' writes no whitespace"),
+    (lambda: BoolFSA.from_regex("a{5}b*"), "a tighter pattern than the regex 'a{5}b*'"),
+    (lambda: BoolCFG.from_lark('start: "aaaaa" "b"*\n%ignore " "'), "%ignore's whitespace"),
+])
+async def test_a_max_tokens_warning_names_the_constraints_option(make, says):
+    seqs, zero = await run(direct_token_sampler(make()))
+    assert counts(seqs)["max_tokens"] == N and len(zero) == 1
+    message = str(zero[0].message)
+    assert "raise max_tokens (" in message and says in message
+    assert "JSON" not in message or "JsonSchema" in message  # no JSON advice for a regex
+
+
+def test_length_hints_search_only_this_librarys_objects():
+    from genlm.control.smc.deaths import length_hints
+
+    class Holder:  # not this library's: not searched
+        hint = BoolFSA.from_regex("a")
+
+    assert length_hints(Holder()) == []
+    js = JsonSchema({"type": "integer"}, spelling="compact")
+    assert length_hints(js) == [js.length_hint()] and "spelling='compact'" in js.length_hint()
+    assert Deaths(max_tokens=2).explain(2, ["x", "x", "y"]).endswith("Next: raise max_tokens (x; y).")

@@ -51,10 +51,11 @@ class EngineBytes:
 
 
 class RecognizerBytes:
-    """`JsonSchema(schema)` answering the same two questions synchronously."""
+    """`JsonSchema(schema, spelling=spelling)` answering the same two questions
+    synchronously (the spelling "any", RFC 8259's, unless told)."""
 
-    def __init__(self, schema):
-        self.p = JsonSchema(schema)
+    def __init__(self, schema, spelling: str = "any"):
+        self.p = JsonSchema(schema, spelling=spelling)
 
     def prefix(self, doc: bytes) -> bool:
         return self.p.state(list(doc)) is not None
@@ -72,7 +73,26 @@ def first_disagreement(schema, alphabet: bytes, max_len: int, limit: int = 50_00
 
     Both sides carry their state down the tree: a matcher copy per expanded string,
     the recognizer's interned state per byte."""
-    eng, js = EngineBytes(schema), JsonSchema(schema)
+    return short_string_disagreement((EngineBytes(schema), JsonSchema(schema, spelling="any")),
+                                     alphabet, max_len, limit)
+
+
+class GrammarBytes:
+    """The engine's matcher for the grammar `_write_json` writes from `schema` in a
+    JSON spelling, over single bytes."""
+
+    def __init__(self, schema, spelling: str = "any"):
+        from genlm.control.engine._translate import _write_json
+
+        text = _write_json(schema, spelling)
+        assert isinstance(text, str), text
+        self.root = llg.LLMatcher(byte_tokenizer(), grammar_text("lark", text), log_level=0)
+        assert not self.root.is_error(), self.root.get_error()
+
+
+def short_string_disagreement(pair, alphabet: bytes, max_len: int, limit: int = 50_000):
+    """`first_disagreement` for a pair `(engine matcher holder, JsonSchema)`."""
+    eng, js = pair
     stack = [(b"", eng.root, js.state_of([]))]
     expanded = 0
     while stack:

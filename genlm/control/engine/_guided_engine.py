@@ -167,6 +167,43 @@ def grammar_text(kind: Kind, source: Any) -> str:
 
 # Options that bring the engine's JSON closer to RFC 8259 (see docs/constraint-engines.md).
 JSON_OPTIONS = {"whitespace_flexible": True, "json_allow_general_unicode_escapes": True}
+# The engine's options for documents with no whitespace outside strings.
+COMPACT_OPTIONS = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+
+
+def spelling_options(spelling: str) -> dict:
+    """The engine's JSON options nearest a JSON spelling (`JsonSchema(spelling=...)`):
+    none for "any" (`JSON_OPTIONS`); compact separators and no whitespace for
+    "compact"; and for "canonical" also no `\\uXXXX` escape of a printable character.
+    The engine's own JSON is not exactly the spelling (see docs/constraint-engines.md)."""
+    if spelling == "any":
+        return {}
+    options = dict(COMPACT_OPTIONS)
+    if spelling == "canonical":
+        options["json_allow_general_unicode_escapes"] = False
+    return options
+
+
+def with_spelling(schema: Any, spelling: str) -> Any:
+    """`schema` (a dict, True or JSON text) with `spelling_options(spelling)` as its
+    `x-guidance` options, the schema's own winning; unchanged for "any".
+
+    Raises:
+        ValueError: JSON text that is not JSON.
+    """
+    options = spelling_options(spelling)
+    if not options:
+        return schema
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as e:
+            raise ValueError(f"invalid JSON schema: {e}") from None
+    if schema is True:
+        schema = {}
+    if not isinstance(schema, dict):
+        return schema
+    return {**schema, "x-guidance": {**options, **schema.get("x-guidance", {})}}
 
 
 _WIDE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",

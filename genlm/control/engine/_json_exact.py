@@ -80,6 +80,13 @@ REASONS = {
 }
 
 
+# The whitelist compares the engine's JSON with JsonSchema's in the spelling "any".
+SPELLING_DIFFERS = (
+    "the spelling {spelling!r}: the engine's own JSON was compared with JsonSchema's "
+    "in the spelling 'any' only"
+)
+
+
 class Difference(NamedTuple):
     """Where (a JSON pointer) and why (a `REASONS` code) the engine's language may differ."""
 
@@ -168,4 +175,4 @@ def _integers_meet_zero(schema: dict) -> bool:
             and (xlo is None or xlo < 0) and (xhi is None or xhi > 0))
 
 
-__all__ = ["engine_difference", "Difference", "REASONS"]
+__all__ = ["engine_difference", "Difference", "REASONS", "SPELLING_DIFFERS"]

@@ -18,7 +18,11 @@ schema); this module is the one place that translates it:
   bounded `number`; a schema read as a superset on prefixes), the grammars go with
   the exact checks that close the gap (kind "json_checked", a `CheckedSource`,
   served by `_json_checked.CheckedConstraint`); where all fails, the whitelist's
-  reason stands.
+  reason stands. The whitelist was established for the spelling "any" (RFC 8259
+  whitespace, every escape); a schema in another spelling ("compact", "canonical":
+  `JsonSchema(spelling=...)`) always takes the written grammar, whose whitespace and
+  escapes follow the spelling, and where none is written, the engine's own JSON with
+  compact separators (inexact, with the reason).
 """
 
 from __future__ import annotations
@@ -66,15 +70,16 @@ def engine_terms(form: Any, exact: bool = True) -> EngineDecision:
         found = _lark(source, form.parsed)
         return _decided(kind, found.source, form.inexact or found.inexact)
     if kind == "json_schema":
-        why = form.inexact or _json_difference(source)
+        spelling = form.spelling or "any"
+        why = form.inexact or _json_difference(source, spelling)
         if exact and why is not None and form.inexact is None:
-            grammar = _write_json(source)
+            grammar = _write_json(source, spelling)
             if isinstance(grammar, str):
                 return EngineDecision(Exactness.EXACT, "lark", grammar)
             if grammar is not None:
                 reason = CHECKED_AT_EOS if grammar.sub is None else CHECKED_NUMBERS
                 return EngineDecision(Exactness.CHECKED, "json_checked", grammar, reason)
-        return _decided(kind, source, why)
+        return _decided(kind, _with_spelling(source, spelling), why)
     return _decided(kind, source, form.inexact)
 
 
@@ -115,8 +120,15 @@ def _lark(text: Any, parsed: Any) -> Translated:
     return Translated(exact.text, exact.inexact)
 
 
-def _json_difference(schema: Any) -> Any:
-    from genlm.control.engine._json_exact import engine_difference
+def _with_spelling(schema: Any, spelling: str) -> Any:
+    """`schema` for the engine's own JSON in `spelling` (`_guided_engine.with_spelling`)."""
+    from genlm.control.engine._guided_engine import with_spelling
+
+    return with_spelling(schema, spelling) if isinstance(schema, dict) else schema
+
+
+def _json_difference(schema: Any, spelling: str = "any") -> Any:
+    from genlm.control.engine._json_exact import SPELLING_DIFFERS, engine_difference
 
     if isinstance(schema, str):
         try:
@@ -125,36 +137,40 @@ def _json_difference(schema: Any) -> Any:
             return None  # not JSON: the engine refuses it by name
     if not isinstance(schema, (dict, bool)):
         return None  # the engine refuses it by name
+    if spelling != "any":
+        return SPELLING_DIFFERS.format(spelling=spelling)
     return engine_difference(schema)
 
 
-def _write_json(schema: Any) -> Any:
+def _write_json(schema: Any, spelling: str = "any") -> Any:
     """The engine grammar of exactly `schema`'s documents (a str), or the grammars
     that bound them (a `CheckedSource`), or None where none is written or proven
     (see `_write_json`; the whitelist's reason then stands).
-    Kept per schema (its JSON text), since the proof costs up to seconds."""
+    Kept per schema and spelling (its JSON text and the spelling), since the proof
+    costs up to seconds."""
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
         except ValueError:
             return None
     try:
-        key = json.dumps(schema, sort_keys=True)
+        key = spelling + ":" + json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):
         key = None
     if key is not None and key in _GRAMMARS:
         return _GRAMMARS.get(key)
-    text = _written(schema)
+    text = _written(schema, spelling)
     if key is not None:
         _GRAMMARS.put(key, text)
     return text
 
 
-# schema JSON -> its proven engine grammar (or None): a few schemas, each coerced many times
+# "spelling:schema JSON" -> its proven engine grammar (or None): a few schemas, each
+# coerced many times
 _GRAMMARS: LRU[str, Any] = LRU(max_entries=64)
 
 
-def _written(schema: Any) -> Any:
+def _written(schema: Any, spelling: str = "any") -> Any:
     """The proven grammar (a str), or a `CheckedSource` (grammars bounding the
     language, served with exact checks: a bounded number, or a schema read as a
     superset on prefixes), or None."""
@@ -166,7 +182,7 @@ def _written(schema: Any) -> Any:
         compiled = compile_schema(schema)
     except (ValueError, TypeError):
         return None
-    exact = schema_grammar(compiled.root)
+    exact = schema_grammar(compiled.root, json_spelling=spelling)
     if exact.written is Written.GRAMMAR:
         text = _proven(exact.grammar)
         if text is None or not compiled.inexact:
@@ -174,19 +190,19 @@ def _written(schema: Any) -> Any:
         return CheckedSource(text, None)  # EOS checks the whole document
     if exact.written is Written.UNWRITABLE:
         return None
-    sub = schema_grammar(compiled.root, Spelling.SUB)
+    sub = schema_grammar(compiled.root, Spelling.SUB, spelling)
     if sub.written is not Written.GRAMMAR:
         return None
     sub_text = _proven(sub.grammar)
     if sub_text is None:
         return None
     # exact on every spelling without an exponent, where the bounds allow
-    sup, gated = schema_grammar(compiled.root, Spelling.GATED), True
+    sup, gated = schema_grammar(compiled.root, Spelling.GATED, spelling), True
     if sup.written is Written.UNWRITABLE:
         return None
     sup_text = _proven(sup.grammar) if sup.written is Written.GRAMMAR else None
     if sup_text is None:
-        sup, gated = schema_grammar(compiled.root, Spelling.SUP), False
+        sup, gated = schema_grammar(compiled.root, Spelling.SUP, spelling), False
         if sup.written is not Written.GRAMMAR:
             return None
         sup_text = _proven(sup.grammar)

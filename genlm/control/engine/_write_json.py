@@ -10,12 +10,16 @@ The grammar is `JsonSchema`'s reading of a document, rule for rule
 (`_json_machine`):
 
 - whitespace is `[ \\t\\n\\r]+` between any two tokens and around the document, and
-  nowhere inside a token (`%ignore`);
+  nowhere inside a token (`%ignore`), in the JSON spelling "any"; in "compact" and
+  "canonical" (`JsonSchema(spelling=...)`), there is none;
 - a string is `"` then characters then `"`: a character is a code point of at least
   U+0020 other than `"` and `\\` written raw, or an escape `\\" \\\\ \\/ \\b \\f \\n \\r
   \\t`, or `\\uXXXX` (hex digits of either case) naming a code point outside the
   surrogates, or a surrogate pair `\\uD8XX\\uDCXX`; one character counts one toward
   `minLength`/`maxLength`; `enum`/`const` strings are every spelling of their text;
+  in the spelling "canonical", each character has its one canonical spelling
+  (`_json_spelling.CANONICAL_ESCAPES` for `"`, `\\` and the control characters, raw
+  otherwise), so strings and keys have one spelling each;
 - numbers: `-?(0|[1-9][0-9]*)`, then for `number` an optional fraction and exponent;
   an `integer` in any range (its spellings as a regex, `-0` being 0), a `number`
   without bounds or with the lower bound 0 alone (`-0`, `0.0e5` are 0); a `number`
@@ -71,7 +75,12 @@ from genlm.control.engine._write_json_numbers import (
     Unwritable,
     number_regex,
 )
-from genlm.control.engine._write_json_strings import SURROGATES, pattern_regex
+from genlm.control.engine._write_json_strings import (
+    SURROGATES,
+    canonical_set,
+    complement,
+    pattern_regex,
+)
 
 MAX_NAMES = 6  # declared names of one object: 2**MAX_NAMES rules
 MAX_NAMES_OPEN = 4  # ... of one that takes other keys too (its lexing check costs seconds beyond)
@@ -98,16 +107,19 @@ class SchemaGrammar(NamedTuple):
     reason: str | None = None
 
 
-def schema_grammar(root: Node, spelling: Spelling = Spelling.EXACT) -> SchemaGrammar:
+def schema_grammar(root: Node, spelling: Spelling = Spelling.EXACT,
+                   json_spelling: str = "any") -> SchemaGrammar:
     """The Lark grammar of the documents of `root` (see the module docstring); with
     `spelling` `SUB`, `SUP` or `GATED`, bounded numbers as the subset or supersets of
-    their spellings that `_write_json_numbers.number_regex` writes for it.
+    their spellings that `_write_json_numbers.number_regex` writes for it; with
+    `json_spelling` "compact" or "canonical", no whitespace (and for "canonical",
+    the canonical spelling of every string and key).
 
     Returns `Written.NEEDS_CHECK` for a bounded number with `Spelling.EXACT` (write
     it as `SUB` and `SUP`, or `GATED`) and for a bound `GATED` cannot gate (`SUP`);
     `Written.UNWRITABLE` for a shape outside the ones above, or a grammar over the limits.
     """
-    w = _Writer(spelling)
+    w = _Writer(spelling, json_spelling == "canonical")
     try:
         top = w.node(root)
     except NeedsCheck as e:
@@ -117,13 +129,15 @@ def schema_grammar(root: Node, spelling: Spelling = Spelling.EXACT) -> SchemaGra
     lines = [f"start: {top}"]
     lines += [f"{name}: {body}" for name, body in w.rules.items()]
     lines += [f"{name}: /{pattern}/" for pattern, name in w.terminals.items()]
-    lines += [f"WS: {WS}", "%ignore WS"]
+    if json_spelling == "any":
+        lines += [f"WS: {WS}", "%ignore WS"]
     return SchemaGrammar(Written.GRAMMAR, "\n".join(lines) + "\n")
 
 
 class _Writer:
-    def __init__(self, spelling: Spelling = Spelling.EXACT):
+    def __init__(self, spelling: Spelling = Spelling.EXACT, canonical: bool = False):
         self.spelling = spelling
+        self.canonical = canonical
         self.rules: dict[str, str] = {}
         self.terminals: dict[str, str] = {}  # regex -> terminal name
         self.names: dict[int, str] = {}  # id(node) -> rule name
@@ -156,7 +170,7 @@ class _Writer:
         if isinstance(a, Num):
             return self.terminal(number_regex(a, self.spelling))
         if isinstance(a, Str):
-            return self.terminal(string_regex(a))
+            return self.terminal(string_regex(a, self.canonical))
         if isinstance(a, Arr):
             return self.array(a)
         if isinstance(a, Obj):
@@ -215,10 +229,11 @@ class _Writer:
         limit = MAX_NAMES if other is None else MAX_NAMES_OPEN
         if len(values) > limit:
             raise Unwritable(f"an object with more than {limit} declared names")
-        keys = {k: self.terminal(key_regex(k)) for k in sorted(values)}
+        keys = {k: self.terminal(key_regex(k, self.canonical)) for k in sorted(values)}
         other_member = None
         if other is not None:
-            other_member = f'{self.terminal(other_key_regex(named))} ":" {self.node(other)}'
+            other_key = self.terminal(other_key_regex(named, self.canonical))
+            other_member = f'{other_key} ":" {self.node(other)}'
         order = sorted(values)
         live = _live_rests(a, order, other_member is not None)
         members = {}  # frozenset seen -> rule name of "the rest, from a member on"
@@ -313,8 +328,11 @@ def _hex_except(excluded: set, lo: int = 0, width: int = 4) -> str | None:
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
-def char_except(excluded: set) -> str:
-    """One string character (raw or escaped) whose code point is not in `excluded`."""
+def char_except(excluded: set, canonical: bool = False) -> str:
+    """One string character (raw or escaped; its canonical spelling alone where
+    `canonical`) whose code point is not in `excluded`."""
+    if canonical:
+        return canonical_set(complement(excluded))
     if any(cp > 0xFFFF for cp in excluded):
         raise Unwritable("a key or value with a code point beyond U+FFFF")
     raw = "".join(_lit(cp) for cp in sorted(excluded) if cp >= 0x20 and cp not in (0x22, 0x5C))
@@ -329,11 +347,14 @@ def char_except(excluded: set) -> str:
     return "(?:" + "|".join(alts) + ")"
 
 
-def spell(c: str) -> str:
-    """Every spelling of the character `c` inside a JSON string."""
+def spell(c: str, canonical: bool = False) -> str:
+    """Every spelling of the character `c` inside a JSON string (its canonical one
+    alone where `canonical`)."""
     cp = ord(c)
     if cp in SURROGATES:
         raise Unwritable("a key or value holding a lone surrogate")
+    if canonical:
+        return canonical_set([(cp, cp)])
     alts = [_lit(cp)] if cp >= 0x20 and c not in "\"\\" else []
     if c in _ESCAPE_OF:
         alts.append("\\\\" + _lit(ord(_ESCAPE_OF[c])))
@@ -348,39 +369,46 @@ def spell(c: str) -> str:
 CHAR = None  # filled below: any string character
 
 
-def string_regex(s: Str) -> str:
-    """The strings of `s` (quotes included)."""
+def string_regex(s: Str, canonical: bool = False) -> str:
+    """The strings of `s` (quotes included; canonical spellings alone where `canonical`)."""
     if s.pattern is not None:
         if (s.min_len, s.max_len) != (0, None):
             raise Unwritable("a string with a pattern (or format) and a length bound")
-        return f"\\x22{pattern_regex(s.pattern)}\\x22"
+        return f"\\x22{pattern_regex(s.pattern, canonical)}\\x22"
     if s.values is not None:
-        return "\\x22(?:" + "|".join("".join(spell(c) for c in v) for v in sorted(s.values)) + ")\\x22"
+        spelled = ("".join(spell(c, canonical) for c in v) for v in sorted(s.values))
+        return "\\x22(?:" + "|".join(spelled) + ")\\x22"
     lo, hi = s.min_len, s.max_len
     if lo > MAX_COUNT or (hi is not None and hi > MAX_COUNT):
         raise Unwritable(f"a string length bound over {MAX_COUNT}")
     rep = "*" if (lo, hi) == (0, None) else f"{{{lo},{'' if hi is None else hi}}}"
-    return f"\\x22{CHAR}{rep}\\x22"
+    return f"\\x22{_char(canonical)}{rep}\\x22"
 
 
-def key_regex(name: str) -> str:
-    """Every spelling of the key `name`."""
-    return "\\x22" + "".join(spell(c) for c in name) + "\\x22"
+def key_regex(name: str, canonical: bool = False) -> str:
+    """Every spelling of the key `name` (its canonical one where `canonical`)."""
+    return "\\x22" + "".join(spell(c, canonical) for c in name) + "\\x22"
 
 
-def other_key_regex(names: set) -> str:
-    """The keys whose text is none of `names`."""
+def other_key_regex(names: set, canonical: bool = False) -> str:
+    """The keys whose text is none of `names` (canonical spellings where `canonical`)."""
+    char = _char(canonical)
 
     def rest(prefix: str) -> str:
         nxt = sorted({n[len(prefix)] for n in names if len(n) > len(prefix) and n.startswith(prefix)})
         alts = [] if prefix in names else ["\\x22"]
-        alts += [spell(c) + rest(prefix + c) for c in nxt]
-        alts.append(char_except({ord(c) for c in nxt}) + CHAR + "*\\x22")
+        alts += [spell(c, canonical) + rest(prefix + c) for c in nxt]
+        alts.append(char_except({ord(c) for c in nxt}, canonical) + char + "*\\x22")
         return "(?:" + "|".join(alts) + ")"
 
     return "\\x22" + rest("")
 
 
-CHAR = char_except(set())
+CHAR = char_except(set())  # any string character, every spelling
+CANONICAL_CHAR = char_except(set(), canonical=True)  # ... its canonical spelling
+
+
+def _char(canonical: bool) -> str:
+    return CANONICAL_CHAR if canonical else CHAR
 
 __all__ = ["schema_grammar", "SchemaGrammar", "Spelling", "Written"]

@@ -18,7 +18,7 @@ A pattern beside a length bound, and an intersection (a `pattern` with a
 
 from __future__ import annotations
 
-from genlm.control.constraints.json_schema import SIMPLE_ESCAPES
+from genlm.control.constraints.json_schema import CANONICAL_ESCAPES, SIMPLE_ESCAPES
 from genlm.control.engine._guided_regex import emit
 from genlm.control.engine._write_json_numbers import Unwritable
 
@@ -80,22 +80,45 @@ def hex_span(lo: int, hi: int, width: int = 4) -> str:
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
-def spelled_set(ranges) -> str:
-    """One JSON string character (as written in the document) whose code point is in
-    `ranges` (sorted, disjoint code point ranges)."""
-    alts = []
-    raw = _clip(ranges, 0x20, MAX_CP)
+def _raw_class(ranges) -> list:
+    """The raw spellings (a one-class list, or empty) of the code points in `ranges`:
+    from U+0020, other than `"` and `\\`."""
     raw = [
         r
-        for a, b in raw
+        for a, b in _clip(ranges, 0x20, MAX_CP)
         for r in _clip([(a, b)], 0, 0x21)
         + _clip([(a, b)], 0x23, 0x5B)
         + _clip([(a, b)], 0x5D, MAX_CP)
     ]
-    if raw:
-        alts.append(
-            "[" + "".join(atom(a) if a == b else f"{atom(a)}-{atom(b)}" for a, b in raw) + "]"
-        )
+    if not raw:
+        return []
+    return ["[" + "".join(atom(a) if a == b else f"{atom(a)}-{atom(b)}" for a, b in raw) + "]"]
+
+
+def canonical_set(ranges) -> str:
+    """One JSON string character in the canonical spelling (`_json_spelling`: raw, or
+    the one escape a JSON writer uses) whose code point is in `ranges`."""
+    alts = _raw_class(ranges)
+    for esc, char in CANONICAL_ESCAPES.items():
+        if any(a <= ord(char) <= b for a, b in ranges):
+            alts.append("\\\\" + "".join(atom(ord(x)) for x in esc[1:]))
+    return _union(alts) if alts else NOTHING
+
+
+def complement(excluded: set) -> list:
+    """The code point ranges outside `excluded`."""
+    out, lo = [], 0
+    for cp in sorted(excluded):
+        if lo < cp:
+            out.append((lo, cp - 1))
+        lo = cp + 1
+    return out + ([(lo, MAX_CP)] if lo <= MAX_CP else [])
+
+
+def spelled_set(ranges) -> str:
+    """One JSON string character (as written in the document) whose code point is in
+    `ranges` (sorted, disjoint code point ranges)."""
+    alts = _raw_class(ranges)
     inside = lambda cp: any(a <= cp <= b for a, b in ranges)  # noqa: E731
     simple = "".join(atom(ord(k)) for k, v in SIMPLE_ESCAPES.items() if inside(ord(v)))
     if simple:
@@ -126,14 +149,16 @@ def _pair(cp: int) -> tuple[int, int]:
     return 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF)
 
 
-def spelled(node) -> str:
+def spelled(node, canonical: bool = False) -> str:
     """The spellings of the strings of a `regex.syntax` tree, as a Python regex: the
-    engine's text of the tree with each set written as its spellings."""
-    return emit(node, spelled_set)
+    engine's text of the tree with each set written as its spellings (its canonical
+    spelling alone where `canonical`)."""
+    return emit(node, canonical_set if canonical else spelled_set)
 
 
-def pattern_regex(pattern) -> str:
-    """The spellings (without quotes) of the strings a `Pattern` accepts.
+def pattern_regex(pattern, canonical: bool = False) -> str:
+    """The spellings (without quotes; the canonical ones where `canonical`) of the
+    strings a `Pattern` accepts.
 
     Raises:
         Unwritable: the pattern is an intersection (no regex of its own).
@@ -146,7 +171,7 @@ def pattern_regex(pattern) -> str:
         tree = parse_regex(pattern.regex)
     except (ValueError, TypeError) as e:  # pragma: no cover - the automaton was built from it
         raise Unwritable(f"a pattern the regex reader refuses: {e}") from None
-    return spelled(tree)
+    return spelled(tree, canonical)
 
 
 __all__ = ["pattern_regex", "spelled_set", "hex_span"]

@@ -147,15 +147,38 @@ class GuidedConstraint(CachedRecognizer):
         return cls(llm, "lark", grammar, **kwargs)
 
     @classmethod
-    def from_json_schema(cls, llm: Any, schema: Any, **kwargs) -> "GuidedConstraint":
+    def from_json_schema(cls, llm: Any, schema: Any, spelling: str = "canonical",
+                         **kwargs) -> "GuidedConstraint":
         """Token sequences whose bytes are a JSON document valid under `schema`, as the
         engine writes them (properties in declaration order; see the docs). The schema
-        is checked as `JsonSchema` checks it first (JSON data, size limits, local `$ref`s)."""
-        from genlm.control.constraints.json_schema import check_document
+        is checked as `JsonSchema` checks it first (JSON data, size limits, local `$ref`s).
 
+        `spelling` ("canonical", "compact" or "any"; `JsonSchema`'s option) sets the
+        engine's JSON options nearest it (`spelling_options`): no whitespace outside
+        strings unless "any", and for "canonical" no `\\uXXXX` escape of a printable
+        character. The schema's own `x-guidance` options, where given, win.
+
+        Raises:
+            ValueError: an unknown spelling, or a schema `JsonSchema` refuses.
+        """
+        from genlm.control.constraints.json_schema import check_document, check_spelling
+        from genlm.control.engine._guided_engine import with_spelling
+
+        schema = with_spelling(schema, check_spelling(spelling))
         if not isinstance(schema, str):
             check_document(schema)
         return cls(llm, "json_schema", schema, **kwargs)
+
+    def length_hint(self) -> str:
+        """What shortens this constraint's texts (for the zero-weight warning)."""
+        from genlm.control._length_hints import json_hint, lark_hint, regex_hint
+
+        if self.kind == "json_schema":
+            opts = self.source.get("x-guidance", {}) if isinstance(self.source, dict) else {}
+            spelling = "any" if opts.get("whitespace_flexible") is not False else (
+                "canonical" if opts.get("json_allow_general_unicode_escapes") is False else "compact")
+            return json_hint(spelling, "llm.constrain(json_schema=...)")
+        return lark_hint(self.source) if self.kind == "lark" else regex_hint()
 
     # States -------------------------------------------------------------------
 
@@ -331,7 +354,10 @@ class GuidedCoerced(Coerced):
         return None if twin is None else self._tokens_to_finish
 
     def _budget_twin(self) -> Any:
-        """The generic coercion whose bound this one reads, or None (no bound).
+        """The generic coercion whose bound this one reads, or None (no bound): of
+        the constraint's `regular_form` where it has one (a regular Lark grammar as a
+        byte automaton of the same language, whose bound is exact), else of the
+        constraint itself.
 
         The engine's language is the constraint's (the default) or a subset of it
         (`engine=True`: docs/constraint-engines.md), so every completion the engine
@@ -339,8 +365,10 @@ class GuidedCoerced(Coerced):
         never exceeds the engine's: the twin's lower bound is one here as well."""
         twin = self.__dict__.get("_twin", False)
         if twin is False:
+            regular = getattr(self.potential, "regular_form", None)
+            source = (regular() if callable(regular) else None) or self.potential
             try:
-                twin = self.potential.generic_coercion(self.guided, self.f, False, True, None)
+                twin = source.generic_coercion(self.guided, self.f, False, True, None)
             except ValueError as e:  # e.g. a grammar too large for the Earley parser
                 logger.debug("the engine coercion prunes nothing by the budget: %s", e)
                 twin = None

@@ -457,14 +457,19 @@ class PromptedLLM(Potential, HeldByRuns):
         lark: str | None = None,
         json_schema: Any = None,
         cache_size: int = 4096,
+        spelling: str | None = None,
     ):
         """A Boolean constraint over this model's tokens from a compiled grammar engine
         (`GuidedConstraint`): give exactly one of `regex`, `lark`, `json_schema`.
+        `spelling` (with `json_schema` only): how documents are spelled outside the
+        schema's strings, "canonical" (the default), "compact" or "any", as for
+        `JsonSchema` (the engine's nearest options; see docs/constraint-engines.md).
 
         Use it as `llm * llm.constrain(...)`, as AWRS `condition`, or as a critic.
 
         Raises:
-            ValueError: not exactly one grammar, or one the engine rejects (its message).
+            ValueError: not exactly one grammar, or one the engine rejects (its message),
+                or `spelling` without `json_schema` or unknown.
         """
         # engine/ loads llguidance: imported on first use (lm/ sits above engine/).
         from genlm.control.engine.guided import GuidedConstraint
@@ -479,6 +484,10 @@ class PromptedLLM(Potential, HeldByRuns):
             "lark": GuidedConstraint.from_lark,
             "json_schema": GuidedConstraint.from_json_schema,
         }[kind]
+        if kind == "json_schema":
+            return build(self, source, spelling=spelling or "canonical", cache_size=cache_size)
+        if spelling is not None:
+            raise ValueError("spelling= applies to json_schema= only (a JSON spelling)")
         return build(self, source, cache_size=cache_size)
 
     def compiled_coercion(self, constraint: Any, f: Any, engine: bool | None, form: Any):

@@ -272,6 +272,12 @@ class Coerced(Potential):
     def cleanup(self) -> Cleaned:
         return cleaned(self.potential.cleanup())
 
+    def length_hint(self) -> str | None:
+        """The inner constraint's `length_hint` (what shortens its texts, for the
+        zero-weight warning), where it has one."""
+        hint = getattr(self.potential, "length_hint", None)
+        return hint() if callable(hint) else None
+
     def __repr__(self) -> str:
         return f"Coerced({self.potential!r}, |V|={len(self.tables.vocab)})"
 

@@ -44,12 +44,15 @@ class EngineSource(NamedTuple):
             what it finds).
         parsed: for "lark", the grammar as `read_lark` parsed it (None: the engine
             reads the text itself).
+        spelling: for "json_schema", how documents are spelled outside the schema's
+            strings ("any", "compact" or "canonical"; None: "any").
     """
 
     kind: str
     source: Any
     inexact: Any = None
     parsed: Any = None
+    spelling: Any = None
 
 
 def compile_for(

@@ -24,7 +24,7 @@ command line), with one `ZeroWeightWarning` when every particle died.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from genlm.control.horizon import Cause, DeadEnd
 
@@ -68,8 +68,10 @@ class Deaths:
         """`{cause: count}` for every cause (the record's and the CLI's `deaths`)."""
         return {c.value: getattr(self, c.value) for c in Cause}
 
-    def explain(self, n_particles: int) -> str:
-        """Why every particle died, with the next step to try for each cause seen."""
+    def explain(self, n_particles: int, length_hints: Iterable[str] = ()) -> str:
+        """Why every particle died, with the next step to try for each cause seen;
+        `length_hints` (`length_hints(model)`) name the option of each constraint at
+        hand that makes its texts finish in fewer tokens."""
         parts = [
             f"{self.max_tokens} reached max_tokens unable to finish",
             f"{self.dead_prefix} met a dead prefix (the condition allowed no next token)",
@@ -79,10 +81,8 @@ class Deaths:
             parts.append(f"{self.critic} were given weight zero by the critic")
         hints = []
         if self.max_tokens:
-            hints.append(
-                "raise max_tokens (for JSON, a schema or pattern with compact whitespace "
-                "finishes in fewer tokens)"
-            )
+            told = list(dict.fromkeys(length_hints))
+            hints.append("raise max_tokens" + (f" ({'; '.join(told)})" if told else ""))
         if self.dead_prefix:
             hints.append(
                 "check that the condition accepts text the model can tokenize, or try "
@@ -96,4 +96,39 @@ class Deaths:
         return f"every one of the {n_particles} particles ended with weight zero: {', '.join(parts)}. Next: {hint}."
 
 
-__all__ = ["Cause", "DeadEnd", "Deaths", "ZeroWeightWarning"]
+def length_hints(root: Any, limit: int = 200) -> list[str]:
+    """The `length_hint()` of every constraint reachable from `root` (a sequence model,
+    a sampler, a potential) through the attributes of this library's objects: each
+    names the option of its constraint that shortens its texts (a `JsonSchema`'s
+    spelling, a Lark grammar's `%ignore`, a regex's repeats). An object with a
+    `length_hint` speaks for what it holds (a coercion, for its constraint). At most
+    `limit` objects are visited."""
+    seen, queue, out = set(), [root], []
+    while queue and len(seen) < limit:
+        obj = queue.pop(0)
+        if id(obj) in seen or not type(obj).__module__.startswith("genlm.control"):
+            continue
+        seen.add(id(obj))
+        hint = getattr(type(obj), "length_hint", None)
+        if callable(hint):
+            text = hint(obj)
+            if text:
+                out.append(text)
+            continue
+        for value in _attributes(obj):
+            queue.extend(value if isinstance(value, (list, tuple)) else [value])
+    return out
+
+
+def _attributes(obj: Any) -> list:
+    """The values of `obj`'s attributes, from its `__dict__` and its `__slots__`."""
+    values = list(getattr(obj, "__dict__", {}).values())
+    for cls in type(obj).__mro__:
+        slots = getattr(cls, "__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+                values.append(getattr(obj, name))
+    return values
+
+
+__all__ = ["Cause", "DeadEnd", "Deaths", "ZeroWeightWarning", "length_hints"]

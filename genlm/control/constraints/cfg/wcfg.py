@@ -226,6 +226,33 @@ class WCFG(CachedRecognizer):
             return None
         return EngineSource("lark", self.lark_grammar, parsed=self.lark_parsed)
 
+    def regular_form(self) -> Any:
+        """A `BoolFSA` of exactly this grammar's language where it is regular (a
+        `from_lark` grammar without recursion other than Lark's repeats and without
+        `%ignore`: `_cfg_regular`), else None; kept after the first call. The engine
+        coercion reads the budget (the fewest tokens to a complete document) off it,
+        exactly, where the grammar's own bound is a weak lower bound."""
+        if "_regular" not in self.__dict__:
+            from genlm.control.constraints.cfg._cfg_regular import regular_pattern
+            from genlm.control.constraints.fsa.wfsa import BoolFSA
+
+            found = None
+            if self.boolean and self.lark_parsed is not None:
+                pattern = regular_pattern(self.lark_parsed)
+                try:
+                    found = None if pattern is None else BoolFSA.from_regex(pattern)
+                except ValueError:  # over the automaton's limits
+                    found = None
+            self._regular = found
+        return self._regular
+
+    def length_hint(self) -> str | None:
+        """What shortens this grammar's texts (for the zero-weight warning); None for
+        a grammar not read from Lark."""
+        from genlm.control._length_hints import lark_hint
+
+        return None if self.lark_grammar is None else lark_hint(self.lark_grammar)
+
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """`Coerced` by Earley over bytes, with a bound on the tokens left to a complete
         document (`CoercedCFG`); the parser is built now (or fails on size)."""

@@ -235,6 +235,13 @@ class WFSA(CachedRecognizer):
             return None
         return EngineSource("regex", self.pattern)
 
+    def length_hint(self) -> str | None:
+        """What shortens this pattern's texts (for the zero-weight warning); None for
+        an automaton not read from a regex."""
+        from genlm.control._length_hints import regex_hint
+
+        return None if self.pattern is None else regex_hint(f"the regex {self.pattern!r}")
+
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """A deterministic automaton through a homomorphic `f` gets `CoercedDFA`, whose
         `logw_next` reads a per-state table over the tokens; otherwise `Coerced`."""

@@ -26,6 +26,11 @@ _EXPORTS = {
     "Obj": "genlm.control.constraints.json_schema._json_schema",
     "Arr": "genlm.control.constraints.json_schema._json_schema",
     "SIMPLE_ESCAPES": "genlm.control.constraints.json_schema._json_string",
+    # how documents are spelled (`JsonSchema(spelling=...)`), read by engine/ and the CLI
+    "SPELLINGS": "genlm.control.constraints.json_schema._json_spelling",
+    "DEFAULT_SPELLING": "genlm.control.constraints.json_schema._json_spelling",
+    "CANONICAL_ESCAPES": "genlm.control.constraints.json_schema._json_spelling",
+    "check_spelling": "genlm.control.constraints.json_schema._json_spelling",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

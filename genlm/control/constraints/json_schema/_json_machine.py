@@ -20,6 +20,7 @@ from genlm.control.constraints.json_schema._json_number import (
     value_ok,
 )
 from genlm.control.constraints.json_schema._json_schema import Arr, Lit, Node, Num, Obj, Str
+from genlm.control.constraints.json_schema._json_spelling import canonical_escape
 from genlm.control.constraints.json_schema._json_string import (
     KeySpec,
     SFrame,
@@ -35,8 +36,12 @@ OPEN, VALUE, AFTER, NEXT, KEY, COLONED = range(6)
 
 
 class Doc(NamedTuple):
+    """The document, at the bottom of every stack; it carries the spelling
+    (`_json_spelling`), which every byte outside strings and inside escapes reads."""
+
     node: Node
     phase: int = OPEN
+    spelling: str = "any"
 
 
 class OFrame(NamedTuple):
@@ -62,8 +67,14 @@ class LFrame(NamedTuple):
     pos: int
 
 
-def initial_state(node: Node) -> frozenset:
-    return frozenset({(Doc(node),)})
+def initial_state(node: Node, spelling: str = "any") -> frozenset:
+    """The state before any byte, for documents of `node` in `spelling`."""
+    return frozenset({(Doc(node, OPEN, spelling),)})
+
+
+def _ws(stack: tuple, b: int) -> bool:
+    """Whether `b` is whitespace the stack's spelling allows here."""
+    return b in WS and stack[0].spelling == "any"
 
 
 def step(state: frozenset, byte: int) -> frozenset | None:
@@ -115,7 +126,7 @@ def _step(stack: tuple, b: int) -> list[tuple]:
             return _done(below)
         return [below + (LFrame(top.text, top.pos + 1),)]
     if kind is Doc:
-        if b in WS:
+        if _ws(stack, b):
             return [stack]
         if top.phase == OPEN:
             return _start(top.node, b, below + (top._replace(phase=VALUE),))
@@ -162,7 +173,7 @@ def _key_spec(alt: Obj, seen: frozenset) -> KeySpec | None:
 
 
 def _object(top: OFrame, below: tuple, b: int) -> list[tuple]:
-    if b in WS:
+    if _ws(below, b):
         return [below + (top,)]
     phase, alt = top.phase, top.alt
     if phase in (OPEN, NEXT, AFTER) and b == 0x7D and phase != NEXT:
@@ -180,7 +191,7 @@ def _object(top: OFrame, below: tuple, b: int) -> list[tuple]:
 
 
 def _array(top: AFrame, below: tuple, b: int) -> list[tuple]:
-    if b in WS:
+    if _ws(below, b):
         return [below + (top,)]
     alt, phase = top.alt, top.phase
     if phase in (OPEN, AFTER) and b == 0x5D:
@@ -208,8 +219,9 @@ def _string(top: SFrame, below: tuple, b: int) -> list[tuple]:
         if isinstance(spec, KeySpec):
             return _close_key(top, below)
         return _done(below) if _string_accepts(top) else []
-    new = _string_byte(top, b)
-    if new is None or not _string_live(new):
+    canonical = below[0].spelling == "canonical"
+    new = _string_byte(top, b, canonical)
+    if new is None or not _string_live(new, canonical):
         return []
     return [below + (new,)]
 
@@ -248,13 +260,19 @@ def _count_limit(spec) -> int:
     return spec.max_len + 1 if spec.max_len is not None else spec.min_len
 
 
-def _string_byte(top: SFrame, b: int) -> SFrame | None:
-    """The frame after one byte inside a string (None: not a valid string byte)."""
+def _escape(esc: str, canonical: bool) -> tuple[str | None, tuple]:
+    """`escape_state`, or `canonical_escape` in the canonical spelling."""
+    return canonical_escape(esc) if canonical else escape_state(esc)
+
+
+def _string_byte(top: SFrame, b: int, canonical: bool = False) -> SFrame | None:
+    """The frame after one byte inside a string (None: not a valid string byte, or an
+    escape outside the canonical ones where `canonical`)."""
     spec = top.spec
     pattern = None if isinstance(spec, KeySpec) else spec.pattern
     if top.esc:
         esc = top.esc + chr(b)
-        char, ranges = escape_state(esc)
+        char, ranges = _escape(esc, canonical)
         if char is None:
             return top._replace(esc=esc) if ranges else None
         q = pattern.feed(top.q, char.encode("utf-8")) if pattern else None
@@ -291,10 +309,10 @@ def _leading_len(lead: int) -> int:
     return 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
 
 
-def _string_live(f: SFrame) -> bool:
+def _string_live(f: SFrame, canonical: bool = False) -> bool:
     """Whether the string can still be closed under its constraints."""
     spec = f.spec
-    ranges = escape_state(f.esc)[1] if f.esc else (utf8_ranges(f.u8) if f.u8 else None)
+    ranges = _escape(f.esc, canonical)[1] if f.esc else (utf8_ranges(f.u8) if f.u8 else None)
     if _tracks_text(spec):
         values = spec.values
         if values is None:

@@ -12,6 +12,11 @@ from genlm.control.constraints.json_schema._json_coerce import CoercedJson, Tran
 from genlm.control.constraints.json_schema._json_machine import initial_state
 from genlm.control.constraints.json_schema._json_residual import DocumentCheck
 from genlm.control.constraints.json_schema._json_schema import compile_schema
+from genlm.control.constraints.json_schema._json_spelling import (
+    DEFAULT_SPELLING,
+    Spelling,
+    check_spelling,
+)
 from genlm.control.constraints.recognizer import CachedRecognizer
 from genlm.control.potential.coerce import Coerced, is_join
 from genlm.control.potential.planner import EngineSource
@@ -37,8 +42,22 @@ class JsonSchema(CachedRecognizer):
     at a time, and `logw_next` reads all 256 next bytes and EOS off that state, so
     its cost does not grow with the context.
 
-    Language: UTF-8 JSON text (RFC 8259), whitespace (space, tab, LF, CR) allowed
-    wherever JSON allows it. `complete` agrees with `json.loads` +
+    Language: UTF-8 JSON text (RFC 8259) spelled as `spelling` says
+    (`_json_spelling`; docs/potentials.md):
+
+    - "canonical" (the default): no whitespace outside strings, and each string
+      (keys and values) spelled as `json.dumps(s, ensure_ascii=False)` spells it
+      (raw characters; `\\"`, `\\\\`, `\\b \\t \\n \\f \\r`, and `\\u00XX`
+      in lowercase hex for the other control characters; no other escape);
+    - "compact": no whitespace outside strings, every JSON escape in strings;
+    - "any": whitespace (space, tab, LF, CR) wherever JSON allows it, every JSON
+      escape (0.4.1's language).
+
+    The default is canonical because a small or untuned model given any whitespace
+    tends to write whitespace until `max_tokens`, and given every escape, keys as
+    `"\\u0061ge"`; with one spelling per string, the target's mass on a document
+    is not split among its spellings. All three accept the same documents.
+    `complete` agrees with `json.loads` +
     `jsonschema` validation except where this class is stricter or exact:
 
     - a key named in `properties` or `required` may appear once per object (a
@@ -86,19 +105,22 @@ class JsonSchema(CachedRecognizer):
         validate: accepted for genlm-control 0.4.1 code (`validate=False` skipped its
             metaschema check); the schema is always checked here, since compiling it
             needs a valid schema.
+        spelling: "canonical" (default), "compact" or "any", as above. Part of the
+            constraint's identity: the engine path serves the same spelling.
 
     Raises:
         ValueError: for an invalid schema (`InvalidSchemaError`, which is also the
             `jsonschema.exceptions.SchemaError` 0.4.1 raised), an unsupported
             keyword, a non-local `$ref`, a limit exceeded (named), a non-finite
-            number, or a schema no document satisfies.
+            number, a schema no document satisfies, or an unknown `spelling`.
         TypeError: for a schema that is not JSON data (a non-`str` key, a tuple, ...).
     """
 
     stateful = True
 
     def __init__(self, schema: Any, cache_size: int = 16384, max_states: int = 200_000,
-                 validate: bool = True):
+                 validate: bool = True, *, spelling: Spelling = DEFAULT_SPELLING):
+        self.spelling = check_spelling(spelling)
         self.schema = schema
         self.cache_size = cache_size
         self.max_states = max_states
@@ -112,7 +134,7 @@ class JsonSchema(CachedRecognizer):
     _CACHES = ("_cache", "transitions")
 
     def _init_cache(self) -> None:
-        self.transitions = Transitions(initial_state(self.root), self.max_states)
+        self.transitions = Transitions(initial_state(self.root, self.spelling), self.max_states)
         self._cache: PrefixStateCache = PrefixStateCache(
             self.transitions.root, self._step, self.cache_size
         )
@@ -205,7 +227,13 @@ class JsonSchema(CachedRecognizer):
         class's (a whitelist of shapes, see docs/constraint-engines.md).
         `coerce(..., engine=True)` takes the engine even where it differs (properties
         in declaration order, no `\\/` escape, ...)."""
-        return EngineSource("json_schema", self.schema)
+        return EngineSource("json_schema", self.schema, spelling=self.spelling)
+
+    def length_hint(self) -> str:
+        """What shortens this schema's documents (for the zero-weight warning)."""
+        from genlm.control._length_hints import json_hint
+
+        return json_hint(self.spelling)
 
     def generic_coercion(self, other, f, prune, homomorphic, trie) -> Coerced:
         """Through a homomorphic `f`, `CoercedJson`, whose `logw_next` reads a
@@ -216,7 +244,8 @@ class JsonSchema(CachedRecognizer):
         return super().generic_coercion(other, f, prune, homomorphic, trie)
 
     def __repr__(self) -> str:
-        return f"JsonSchema({_short(self.schema)})"
+        extra = "" if self.spelling == DEFAULT_SPELLING else f", spelling={self.spelling!r}"
+        return f"JsonSchema({_short(self.schema)}{extra})"
 
 
 def _short(schema: Any) -> str:
