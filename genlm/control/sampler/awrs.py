@@ -243,8 +243,8 @@ class AWRS(TokenSampler):
         """`_rows` with the tokens that cannot end within the run's `max_tokens` set to
         `-inf` (the condition's bound, `genlm.control.sampler.budget`), and the budget."""
         (w, q), budget = await gather_or_cancel(self._rows(contexts), budget_of(self.condition, contexts))
-        if budget is None:
-            return w, q, None
+        if budget is None or not budget.prunes:  # nothing out of budget: no mask to apply
+            return w, q, budget
         ok = mask_like(budget.ok, w)
         w, q = (masked(ok, w),) * 2 if q is w else (masked(ok, w), masked(ok, q))
         return w, q, budget
