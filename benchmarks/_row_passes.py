@@ -45,7 +45,17 @@ _INDEXED = {
     "nonzero",
     "masked_select",
 }
-_FREE = {"empty", "empty_strided", "empty_like", "detach", "alias", "lift_fresh", "_unsafe_view"}
+_FREE = {
+    "empty",
+    "empty_strided",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "detach",
+    "alias",
+    "lift_fresh",
+    "_unsafe_view",
+}
 
 
 def _name(func: Any) -> str:
@@ -103,7 +113,9 @@ class RowPasses(TorchDispatchMode):
         if func.is_view or name in _FREE:
             return out
         outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and self._span(t)]
-        ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and self._span(t)]
+        ins = [
+            t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and self._span(t)
+        ]
         if not outs and (not ins or name in _INDEXED):
             return out
         t = max(outs or ins, key=torch.Tensor.numel)
@@ -128,7 +140,9 @@ class RowPasses(TorchDispatchMode):
         return {
             "passes": self.passes / k,
             "bytes": self.bytes / k,
-            "top": ", ".join(f"{op} {n / k:.1f}" for op, n in self.by_op.most_common(12) if n / k >= 0.05),
+            "top": ", ".join(
+                f"{op} {n / k:.1f}" for op, n in self.by_op.most_common(12) if n / k >= 0.05
+            ),
         }
 
 

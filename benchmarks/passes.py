@@ -138,7 +138,14 @@ async def counts(tekken: bool) -> list[dict]:
     if tekken:
         from toys.real_tokenizers import model_dir
 
-        models.append(("tekken", str(model_dir("tekken")), ["unconstrained", "regex"], {"pattern": TEKKEN_REGEX}))
+        models.append(
+            (
+                "tekken",
+                str(model_dir("tekken")),
+                ["unconstrained", "regex"],
+                {"pattern": TEKKEN_REGEX},
+            )
+        )
     prompts = {"regex": "Summary:", "json": "Data:", "lark": "Query:"}
     for model, name, names, extra in models:
         llm = PromptedLLM.from_name(name, backend="hf", rows="device")
@@ -152,7 +159,10 @@ async def counts(tekken: bool) -> list[dict]:
     v = len(lm.vocab_eos)
     floor = floor_passes(lm.row, 10, MAX_TOKENS, v)
     condition = BoolFSA.from_regex(SYNTHETIC_REGEX).coerce(lm, f=b"".join)
-    for label, sampler in (("direct", direct_token_sampler(lm)), ("regex AWRS", AWRS(lm, condition))):
+    for label, sampler in (
+        ("direct", direct_token_sampler(lm)),
+        ("regex AWRS", AWRS(lm, condition)),
+    ):
         row = await count_run(f"synthetic 128k: {label}, N=10", sampler, 10, v)
         row["floor"] = floor
         rows.append(row)
@@ -192,7 +202,9 @@ async def cpu(sizes: list[int], repeats: int) -> list[str]:
             smc.append(t1 - t0)
             floor.append(t2 - t1)
         s, f = statistics.median(smc), statistics.median(floor)
-        out.append(f"| {w.name} | {1e3 * s / w.steps:.2f} | {1e3 * f / w.steps:.2f} | {s / f:.2f}× |")
+        out.append(
+            f"| {w.name} | {1e3 * s / w.steps:.2f} | {1e3 * f / w.steps:.2f} | {s / f:.2f}× |"
+        )
         print(out[-1], file=sys.stderr, flush=True)
     return out
 
@@ -205,15 +217,19 @@ async def main() -> None:
     ap.add_argument("--no-tekken", action="store_true", help="skip the 131k tekken model")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {os.getloadavg()[0]:.2f} "
-          f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; torch {torch.__version__}")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {os.getloadavg()[0]:.2f} "
+        f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; torch {torch.__version__}"
+    )
     if args.only in (None, "counts"):
         rows = await counts(not args.no_tekken)
         print(HEADER)
         for r in rows:
             print(line(r))
     if args.only in (None, "cpu"):
-        print("| synthetic workload | SMC CPU ms / step | floor CPU ms / step | ratio |\n|---|---:|---:|---:|")
+        print(
+            "| synthetic workload | SMC CPU ms / step | floor CPU ms / step | ratio |\n|---|---:|---:|---:|"
+        )
         for r in await cpu([int(s) for s in args.sizes.split(",")], args.repeats):
             print(r)
     print(f"load at the end: {os.getloadavg()[0]:.2f}")

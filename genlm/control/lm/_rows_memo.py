@@ -34,7 +34,9 @@ class LastRows:
         `fetch(keys)` unless the latest block, under the same `setting`, holds every key."""
         index = self._index
         if self._block is not None and setting == self._setting and all(k in index for k in keys):
-            return self._block, np.fromiter((index[k] for k in keys), dtype=np.intp, count=len(keys))
+            return self._block, np.fromiter(
+                (index[k] for k in keys), dtype=np.intp, count=len(keys)
+            )
         block = await fetch(list(keys))
         self._setting, self._block = setting, block
         self._index = {k: i for i, k in enumerate(keys)}
