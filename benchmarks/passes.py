@@ -133,6 +133,11 @@ async def counts(tekken: bool) -> list[dict]:
     from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
     from genlm.control.embedded import EMBEDDED_MODEL
 
+    from genlm.control.engine import guided
+
+    # the counter sees the kernels of this thread only: the engine's masks are unpacked
+    # here (the same kernels it runs on a worker thread for large blocks)
+    guided.OFF_THREAD = 1 << 62
     rows: list[dict] = []
     models = [("embedded", EMBEDDED_MODEL, ["unconstrained", "regex", "json", "lark"], {})]
     if tekken:
