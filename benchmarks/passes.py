@@ -132,7 +132,6 @@ def _llm_workloads(llm, prompts: dict, names: list[str]):
 async def counts(tekken: bool) -> list[dict]:
     from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
     from genlm.control.embedded import EMBEDDED_MODEL
-
     from genlm.control.engine import guided
 
     # the counter sees the kernels of this thread only: the engine's masks are unpacked
