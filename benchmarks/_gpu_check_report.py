@@ -51,6 +51,7 @@ def markdown(report: dict) -> str:
     ]
     if tests.get("tail"):
         lines += ["```text", tests["tail"].strip()[-1500:], "```", ""]
+    lines += _pass_lines(report["rows"])  # before the timed table, which ends the tables read by row
     lines += [
         "## SMC against the batched-decode floor",
         "",
@@ -67,6 +68,38 @@ def markdown(report: dict) -> str:
     lines += _vllm_decode_lines(report.get("vllm_decode"))
     lines += ["", f"Total: {report['seconds']:.1f} s.", ""]
     return "\n".join(lines)
+
+
+#: The pass table's columns: (header, row key).
+PASS_COLUMNS = [
+    ("model", "model"),
+    ("workload", "workload"),
+    ("N", "n"),
+    ("passes/particle-step", "passes_per_step"),
+    ("floor passes", "floor_passes_per_step"),
+    ("pass ratio", "pass_ratio"),
+    ("row MB/particle-step", "row_mb_per_step"),
+    ("floor row MB", "floor_row_mb_per_step"),
+    ("largest", "passes_by_op"),
+]
+
+
+def _pass_lines(rows: list[dict]) -> list[str]:
+    """Passes over the vocabulary per particle and step beside the floor's, for the
+    rows that were measured."""
+    measured = [r for r in rows if r.get("passes_per_step") is not None]
+    if not measured:
+        return []
+    lines = [
+        "## Passes over the vocabulary per particle and step",
+        "",
+        "| " + " | ".join(h for h, _ in PASS_COLUMNS) + " |",
+        "|" + "---|" * len(PASS_COLUMNS),
+    ]
+    for row in measured:
+        cells = [f"{row[k]:.2f}×" if k == "pass_ratio" and row[k] is not None else _cell(k, row.get(k)) for _, k in PASS_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _vllm_lines(section: dict | None) -> list[str]:

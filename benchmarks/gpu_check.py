@@ -18,7 +18,9 @@ and the environment). On CUDA:
     ms per step (`wall / steps`, the steps being the longest returned context) and
     `ratio = SMC ms per step / floor ms per step`, the median over `--repeats` after
     one warm-up run of each;
-(c) host syncs per SMC step: one extra SMC run under
+(c) passes over the vocabulary per particle and step (`_row_passes.RowPasses`: the O(V)
+    kernels the device runs) of one more SMC run and of the floor, and their ratio;
+(c') host syncs per SMC step: one extra SMC run under
     `torch.cuda.set_sync_debug_mode("warn")`, its synchronising-operation warnings
     counted and divided by its steps;
 (d) where the vllm package is importable, the vLLM backend beside HF on the embedded
@@ -212,6 +214,28 @@ async def count_readbacks(llm, sampler, n: int, tokens: int) -> float:
     return got.value / max(1, max(len(c) for c in seqs.contexts))
 
 
+async def count_passes(llm, hf, sampler, n: int, tokens: int) -> dict:
+    """O(V) kernels per particle and step (`_row_passes.RowPasses`, on the device's
+    kernels) of one SMC run and of the floor, and their ratio."""
+    from _row_passes import RowPasses, StepCount
+
+    v = len(llm.vocab_eos)
+    llm.model.clear_cache()
+    with StepCount(sampler) as steps, RowPasses(v) as count:
+        await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=97)
+    with RowPasses(v) as floor:
+        device_floor(hf, list(llm._start), n, tokens, seed=97)
+    smc, base = count.summary(steps.particle_steps), floor.summary(n * tokens)
+    return {
+        "passes_per_step": smc["passes"],
+        "floor_passes_per_step": base["passes"],
+        "pass_ratio": smc["passes"] / base["passes"] if base["passes"] else None,
+        "row_mb_per_step": smc["bytes"] / 1e6,
+        "floor_row_mb_per_step": base["bytes"] / 1e6,
+        "passes_by_op": smc["top"],
+    }
+
+
 async def measure(label: str, llm, hf, workload: str, n: int, tokens: int, repeats: int) -> dict:
     """One table row: SMC and floor ms per step, their ratio, syncs per step."""
     row = {"model": label, "workload": workload, "n": n, "tokens": tokens, "target": TARGETS.get(workload)}
@@ -235,6 +259,7 @@ async def measure(label: str, llm, hf, workload: str, n: int, tokens: int, repea
             readbacks_per_step=await count_readbacks(llm, sampler, n, tokens),
             status="ok",
         )
+        row.update(await count_passes(llm, hf, sampler, n, tokens))
     except Exception as exc:  # recorded, and the run goes on (an OOM at N = 64, say)
         row.update(status="error", error=f"{type(exc).__name__}: {exc}"[:500])
         traceback.print_exc()

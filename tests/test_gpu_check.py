@@ -196,3 +196,36 @@ async def test_hf_backend_on_cuda_matches_cpu(benchmarks):  # pragma: no cover -
     half = prompted_over(gpu.model.model.to(torch.bfloat16), cpu.model.tokenizer)
     half.prompt_ids = gpu.prompt_ids
     np.testing.assert_allclose((await half.logw_next(ctx)).weights, want.weights, rtol=0.05, atol=0.25)
+
+
+def test_passes_over_the_vocabulary_are_counted_beside_the_floor(smoke):
+    report, md = smoke
+    for row in report["rows"]:
+        # the LM head and a softmax are O(V) kernels of both; SMC adds its draw
+        assert row["floor_passes_per_step"] >= 2, row
+        assert row["passes_per_step"] > row["floor_passes_per_step"], row
+        assert row["pass_ratio"] == pytest.approx(row["passes_per_step"] / row["floor_passes_per_step"])
+        assert row["row_mb_per_step"] > 0 and row["floor_row_mb_per_step"] > 0
+    header = "| model | workload | N | passes/particle-step | floor passes | pass ratio | row MB/particle-step | floor row MB | largest |"
+    lines = md.splitlines()
+    start = lines.index(header) + 2
+    end = lines.index("", start)
+    body = lines[start:end]
+    assert len(body) == len(report["rows"])
+    for line, row in zip(body, report["rows"]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[5] == f"{row['pass_ratio']:.2f}×"
+
+
+def test_row_passes_count_a_block_once_per_row_and_skip_views(benchmarks):
+    passes = benchmarks("_row_passes")
+    v = 1000
+    block = torch.randn(4, v)
+    with passes.RowPasses(v) as count:
+        block.amax(dim=1)  # a reduction: 4 row passes
+        block[:, :10].clone()  # short: none
+        block.view(2, 2 * v)  # a view: none
+        torch.exp(block)  # 4 more
+        block.gather(1, torch.zeros(4, 1, dtype=torch.long))  # an indexed read: none
+    assert count.passes == 8 and count.kernels == 2
+    assert count.by_op == {"amax": 4, "exp": 4}

@@ -7,6 +7,7 @@ for each place where the engine's language differs from the generic potentials'.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Sequence
 
@@ -60,6 +61,10 @@ def _step(matcher: Any, token_id: int) -> Any | None:
         return None
     nxt = matcher.deep_copy()
     return nxt if nxt.consume_token(token_id) else None
+
+
+#: `batch_allowed` unpacks blocks of at least this many entries on a worker thread.
+OFF_THREAD = 1 << 20
 
 
 class GuidedConstraint(CachedRecognizer):
@@ -257,10 +262,19 @@ class GuidedConstraint(CachedRecognizer):
         on the device of `like` when it is a torch tensor (the packed masks are
         unpacked there), else a NumPy block.
 
+        The masks are filled here; unpacking a large block (`OFF_THREAD` entries or
+        more) runs on a worker thread (NumPy and torch release the interpreter lock
+        there), so it overlaps a forward the event loop runs meanwhile. The matchers
+        are never touched off this thread: the engine refuses a matcher that two
+        threads borrow at once.
+
         Raises:
             ValueError: a context with weight zero.
         """
-        return mask_allowed(self.engine, *self._packed(contexts), like)
+        masks, accepting = self._packed(contexts)
+        if len(masks) * len(self._ids) < OFF_THREAD:
+            return mask_allowed(self.engine, masks, accepting, like)
+        return await asyncio.to_thread(mask_allowed, self.engine, masks, accepting, like)
 
     async def logw_next(self, context: Sequence[Any]) -> LazyWeights:
         """0 for every token in the engine's mask, and for EOS where the matcher accepts."""

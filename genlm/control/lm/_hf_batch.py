@@ -31,6 +31,7 @@ import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
+from genlm.control._torch_rows import tensor_block
 from genlm.control.lm._kv_cache import KV, Block, PrefixCache, tensor_bytes
 from genlm.control.lm._threads import (
     SMALL_MODEL_PARAMS,
@@ -314,7 +315,8 @@ class CachedTransformer(AsyncTransformer):
             with intra_op_threads(self.threads):
                 for i in range(0, len(groups), self.batch_size):
                     rows.update(self._forward(groups[i : i + self.batch_size], cache))
-        return torch.stack([rows[k] for k in keys])
+        # a view of one forward's block when the rows lie back to back in it, in order
+        return tensor_block([rows[k] for k in keys])
 
     def _forward(self, groups: list[Group], cache: PrefixCache) -> dict[tuple, torch.Tensor]:
         """One forward over the new tokens of every group; stores states and rows."""

@@ -21,6 +21,7 @@ from genlm.control.lm._llm_loading import (
     _start_id,
     load_model,
 )
+from genlm.control.lm._rows_memo import LastRows, compose
 from genlm.control.lm._text_encoding import continuation_encoder
 from genlm.control.lm._threads import intra_op_threads
 from genlm.control.lm.chat import chat_prompt_ids
@@ -31,6 +32,7 @@ from genlm.control.lm.token_maps import (
     check_rows,
     check_temperature,
     check_text,
+    eos_of,
     next_token_rows,
     temper,
 )
@@ -112,6 +114,7 @@ class PromptedLLM(Potential, HeldByRuns):
             )
         eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens)
         self.model = llm
+        self._last_rows = LastRows()  # the latest block of rows, for the next call
         self.temperature = temperature
         self.lora_name = _check_lora(llm, lora_name)
         if token_maps is None:
@@ -336,20 +339,38 @@ class PromptedLLM(Potential, HeldByRuns):
             ) from exc
         return temper(rows, self._temperature)
 
+    async def _block_of(self, contexts: Sequence[list]) -> tuple[torch.Tensor, np.ndarray | None]:
+        """The log probabilities after each context as `(block, order)`: context `i`'s
+        are row `order[i]` of `block` (row `i` when `order` is None). One backend batch
+        of the distinct contexts, or none when the latest block holds them all
+        (`LastRows`)."""
+        maps, start = self.token_maps, self._start
+        keys = [start + tuple(maps.context_ids(c)) for c in contexts]
+        uniq, inverse = _unique(keys)
+        setting = (id(self.model), self._temperature, self.lora_name)
+        block, positions = await self._last_rows.rows(uniq, setting, self._logprobs)
+        return block, compose(positions, None if len(uniq) == len(keys) else inverse)
+
     async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
         """`logw_next` of each context from one backend batch (one forward on HF)."""
         if not contexts:
             return []
-        maps, start = self.token_maps, self._start
-        keys = [start + tuple(maps.context_ids(c)) for c in contexts]
-        uniq, inverse = _unique(keys)
-        logprobs = await self._logprobs(uniq)
+        logprobs, order = await self._block_of(contexts)
         on_device = self.rows == "device" or (self.rows == "auto" and logprobs.device.type != "cpu")
         with intra_op_threads(getattr(self.model, "threads", None)):  # the backend's thread policy
-            rows = next_token_rows(logprobs, maps, on_device)
-        if len(uniq) != len(keys):
-            rows = rows[torch.as_tensor(inverse, device=rows.device) if on_device else inverse]
+            rows = next_token_rows(logprobs, self.token_maps, on_device, order)
         return self.rows_to_weights(rows)
+
+    async def batch_eos_entries(self, contexts: Sequence[list]) -> np.ndarray:
+        """`logw_next(ctx)[EOS]` of each context (NaN as `-inf`), without building the
+        rows: the EOS tokens' log-sum-exp, read back in one transfer
+        (`fast_paths.EosEntries`)."""
+        if not contexts:
+            return np.zeros(0)
+        logprobs, order = await self._block_of(contexts)
+        eos = to_host(eos_of(logprobs, self.token_maps))
+        eos = eos if order is None else eos[order]
+        return np.where(eos == eos, eos, float("-inf"))
 
     async def logw_next(self, context: list) -> LazyWeights:
         return (await self.batch_logw_next([context]))[0]

@@ -154,6 +154,25 @@ class TokenMaps:
             return int(idx[0]), int(idx[0]) + len(idx)
         return None
 
+    @cached_property
+    def vocab_runs(self) -> list[tuple[int, int, int]] | None:
+        """The vocabulary's ids as runs of consecutive ids, `(first id, stop id,
+        position in the vocabulary)`, or None when there are more than `MAX_RUNS`
+        (a model's vocabulary is its ids minus a few EOS ids: a handful of runs)."""
+        idx = self.vocab_idxs.numpy()
+        if not len(idx):
+            return []
+        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+        if len(breaks) >= MAX_RUNS:
+            return None
+        starts = [0, *breaks.tolist()]
+        stops = [*breaks.tolist(), len(idx)]
+        return [(int(idx[a]), int(idx[a]) + (b - a), a) for a, b in zip(starts, stops)]
+
+
+#: The most runs of consecutive ids that `next_token_rows` copies run by run.
+MAX_RUNS = 16
+
 
 def build_token_maps(byte_vocab: Sequence[Token], eos_byte_strings: Sequence[bytes]) -> TokenMaps:
     """Split `byte_vocab` into vocabulary and EOS tokens.
@@ -222,40 +241,59 @@ def temper(logprobs: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.log_softmax(x / temperature, dim=-1)
 
 
-def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = False) -> Any:
+def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = False, order: Any = None) -> Any:
     """Rows over `vocab_eos` from a block of next-token log probabilities.
 
-    `row[x] = logprobs[id(x)]` and `row[EOS] = logsumexp(logprobs[eos_idxs])`; one
-    gather for the whole block. With `on_device` the block stays a tensor on the
-    log probabilities' device (float32, float64 stays float64; half precision is
-    upcast before the EOS sum); otherwise it is one float64 NumPy block (one host
-    transfer).
+    `row[x] = logprobs[id(x)]` and `row[EOS] = logsumexp(logprobs[eos_idxs])`. Row `i`
+    of the result reads row `order[i]` of `logprobs` (row `i` when `order` is None),
+    so contexts that share a row cost no second pass. Each row is written once: the
+    vocabulary's runs of consecutive ids are copied into place (one gather when its
+    ids are scattered), on a CPU row by row when `order` repeats rows. With
+    `on_device` the block stays a tensor on the log probabilities' device (float32,
+    float64 stays float64; half precision is upcast before the EOS sum); otherwise it
+    is one float64 NumPy block (one host transfer).
     """
     if on_device and logprobs.dtype not in (torch.float32, torch.float64):
         logprobs = logprobs.float()
-    vocab, eos = _vocab_and_eos(logprobs, maps)
-    if on_device:
-        block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=logprobs.dtype, device=logprobs.device)
-    else:
-        if logprobs.device.type != "cpu":
-            vocab, eos = vocab.cpu(), eos.cpu()
-        block = torch.empty(len(logprobs), vocab.shape[1] + 1, dtype=torch.float64)
-    block[:, :-1].copy_(vocab)
-    block[:, -1].copy_(eos)
+    runs = maps.vocab_runs
+    if runs is None:  # scattered ids: one gather, then the rows in order
+        logprobs = _with_eos_last(logprobs, maps)
+        return _in_order(logprobs, order, on_device)
+    eos = eos_of(logprobs, maps)
+    n = len(logprobs) if order is None else len(order)
+    dtype = logprobs.dtype if on_device else torch.float64
+    device = logprobs.device if on_device else "cpu"
+    block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=dtype, device=device)
+    if order is None:
+        pairs = [(block, logprobs)]
+    elif logprobs.device.type == "cpu":  # row by row: a copy per row and run is cheap here
+        pairs = [(block[i], logprobs[int(j)]) for i, j in enumerate(order)]
+    else:  # on a device, one kernel per run: gather the rows first
+        pairs = [(block, logprobs.index_select(0, torch.as_tensor(order, device=logprobs.device)))]
+    for out, src in pairs:
+        for start, stop, at in runs:
+            out[..., at : at + stop - start].copy_(src[..., start:stop])
+    block[:, -1].copy_(eos if order is None else eos[torch.as_tensor(order, device=eos.device)])
     return block if on_device else block.numpy()
 
 
-def _vocab_and_eos(logprobs: torch.Tensor, maps: TokenMaps) -> tuple[torch.Tensor, torch.Tensor]:
-    """The vocabulary's columns (a slice when its ids are one span) and the EOS
-    tokens' log-sum-exp, in `logprobs`' dtype and device."""
+def eos_of(logprobs: torch.Tensor, maps: TokenMaps) -> torch.Tensor:
+    """The EOS tokens' log-sum-exp per row."""
     if len(maps.eos_idxs) == 1:
-        eos = logprobs[:, maps.eos_idxs[0]]
-    else:
-        eos = torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1)
-    span = maps.vocab_span
-    if span is not None:
-        return logprobs[:, span[0] : span[1]], eos
-    return logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device)), eos
+        return logprobs[:, maps.eos_idxs[0]]
+    return torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1)
+
+
+def _with_eos_last(logprobs: torch.Tensor, maps: TokenMaps) -> torch.Tensor:
+    """`next_token_rows` of every row, in `logprobs`' dtype (scattered ids)."""
+    vocab = logprobs.index_select(1, maps.vocab_idxs_on(logprobs.device))
+    return torch.cat([vocab, eos_of(logprobs, maps)[:, None]], dim=1)
+
+
+def _in_order(rows: torch.Tensor, order: Any, on_device: bool) -> Any:
+    if order is not None:
+        rows = rows.index_select(0, torch.as_tensor(order, device=rows.device))
+    return rows if on_device else rows.to("cpu", torch.float64).numpy()
 
 
 ROWS = ("auto", "device", "host")

@@ -131,6 +131,10 @@ class AutoBatchedPotential(Potential):
         return self.potential.batch_tokens_to_finish
 
     @property
+    def batch_eos_entries(self) -> Any:
+        return self.potential.batch_eos_entries
+
+    @property
     def stateful(self) -> bool:  # type: ignore[override]
         return self.potential.stateful
 

@@ -193,6 +193,10 @@ class Potential(ABC):
     #: A `fast_paths.TokenTrie`: this potential's tokens as the paths of a symbol trie
     #: into an inner potential (a coercion through a homomorphic map). None: not offered.
     token_trie: Any = None
+    #: `async batch_eos_entries(contexts)`: each context's `logw_next` EOS entry, without
+    #: its row (`fast_paths.EosEntries`). None: not offered.
+    batch_eos_entries: Any = None
+
     #: `async batch_tokens_to_finish(contexts)`: per next token, a lower bound on the
     #: tokens still needed to end (`fast_paths.TokensToFinish`). None: not offered.
     batch_tokens_to_finish: Any = None

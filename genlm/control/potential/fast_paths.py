@@ -15,6 +15,7 @@ attributes or unwraps wrappers:
 | `BatchAllowed` | defining `async batch_allowed` | `batch_allowed(p)` |
 | `TokenTrie` | a `token_trie` that is not None | `token_trie(p)` |
 | `TokensToFinish` | defining `async batch_tokens_to_finish` | `tokens_to_finish(p)` |
+| `EosEntries` | defining `async batch_eos_entries` | `eos_entries(p)` |
 | `CompiledCoercion` | defining `compiled_coercion` | `compiled_coercion(p)` |
 
 The protocols type what a declared path offers; they are not checked with
@@ -130,6 +131,18 @@ class TokensToFinish(Protocol):
     async def batch_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray: ...
 
 
+class EosEntries(Protocol):
+    """Each context's EOS entry, without its row:
+
+        batch_eos_entries(contexts)[i] == logw_next(contexts[i]).weights[-1]
+
+    bit for bit, NaN read as `-inf`, a float64 NumPy array. SMC's default end twist
+    prices ending with it; a language model answers from its next-token block (the
+    EOS tokens' log-sum-exp) without writing the vocabulary's row."""
+
+    async def batch_eos_entries(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray: ...
+
+
 class CompiledCoercion(Protocol):
     """A coercion target that offers the compiled token-mask route (a language model
     over token ids offers it; the algebra never imports the engine):
@@ -193,6 +206,15 @@ def tokens_to_finish(potential: "Potential") -> TokensToFinish | None:
     return _callable_or_none(potential, "batch_tokens_to_finish", potential.batch_tokens_to_finish)
 
 
+def eos_entries(potential: "Potential") -> EosEntries | None:
+    """`potential.batch_eos_entries` when it offers one, else None.
+
+    Raises:
+        TypeError: a `batch_eos_entries` that is set but not callable.
+    """
+    return _callable_or_none(potential, "batch_eos_entries", potential.batch_eos_entries)
+
+
 def compiled_coercion(target: Any) -> Any:
     """`target.compiled_coercion` when the coercion target offers the route, else None
     (a target that is no `Potential`, e.g. a plain vocabulary, offers none).
@@ -237,6 +259,7 @@ def declared(potential: "Potential") -> frozenset[str]:
         "batch_allowed": batch_allowed(potential) is not None,
         "token_trie": token_trie(potential) is not None,
         "tokens_to_finish": tokens_to_finish(potential) is not None,
+        "eos_entries": eos_entries(potential) is not None,
         "compiled_coercion": compiled_coercion(potential) is not None,
     }
     return frozenset(name for name, yes in offered.items() if yes)
@@ -248,6 +271,7 @@ __all__ = [
     "CarriesStates",
     "CheapLogwNext",
     "CompiledCoercion",
+    "EosEntries",
     "SparseLogwNext",
     "TokenTrie",
     "TokensToFinish",
@@ -257,6 +281,7 @@ __all__ = [
     "cheap_logw_next",
     "compiled_coercion",
     "declared",
+    "eos_entries",
     "sparse_logw_next",
     "token_trie",
     "tokens_to_finish",

@@ -48,6 +48,14 @@ async def allowed_rows(condition: Potential, batch_allowed: Any, contexts: list[
     return mask_like(boolean_rows(condition, stack_rows(rows)), like)
 
 
+def mask_of(allowed: Any, w: Any) -> Any:
+    """A bool block as the same kind as the rows `w`: on `w`'s device when `w` is a
+    tensor, NumPy otherwise (unchanged when it is already so)."""
+    if is_tensor(w):
+        return mask_like(allowed, w) if not is_tensor(allowed) else allowed.to(w.device)
+    return to_host(allowed) > 0 if is_tensor(allowed) else allowed
+
+
 def on_host(w: Any, q: Any) -> tuple[np.ndarray, np.ndarray]:
     """Both blocks on the host, in one read-back when they are tensors."""
     if not is_tensor(w):
@@ -68,4 +76,4 @@ def _fold(block: Any) -> Any:
     return block if is_tensor(block) else fold_nan(block)
 
 
-__all__ = ["proposal_rows", "allowed_rows", "on_host"]
+__all__ = ["proposal_rows", "allowed_rows", "mask_of", "on_host"]

@@ -52,7 +52,7 @@ import numpy as np
 
 from genlm.control._args import is_int, is_real, reject_bool
 from genlm.control._cleanup import Cleaned, cleaned
-from genlm.control._device import mask_like, masked
+from genlm.control._device import is_tensor, mask_like, masked
 from genlm.control._warn import warn_user
 from genlm.control.draw import context_rng, current_rng, draw_from, draw_many, using_rng
 from genlm.control.potential import fast_paths
@@ -64,7 +64,7 @@ from genlm.control.sampler._awrs_exact import (
     Support,
     draw_one,
 )
-from genlm.control.sampler._awrs_rows import allowed_rows, on_host, proposal_rows
+from genlm.control.sampler._awrs_rows import allowed_rows, mask_of, on_host, proposal_rows
 from genlm.control.sampler._awrs_search import (
     _Chooser,
     _folded_max,
@@ -212,6 +212,7 @@ class AWRS(TokenSampler):
                 DeprecationWarning,
             )
         self.exact = bool(condition.cheap_logw_next)
+        self._like: Any = None  # an empty array of the latest rows' kind and device
         self._allowed_next = fast_paths.allowed_next(condition)
         self._batch_allowed = fast_paths.batch_allowed(condition)
         trie = fast_paths.token_trie(condition)
@@ -243,8 +244,8 @@ class AWRS(TokenSampler):
         """`_rows` with the tokens that cannot end within the run's `max_tokens` set to
         `-inf` (the condition's bound, `genlm.control.sampler.budget`), and the budget."""
         (w, q), budget = await gather_or_cancel(self._rows(contexts), budget_of(self.condition, contexts))
-        if budget is None:
-            return w, q, None
+        if budget is None or not budget.prunes:  # nothing out of budget: no mask to apply
+            return w, q, budget
         ok = mask_like(budget.ok, w)
         w, q = (masked(ok, w),) * 2 if q is w else (masked(ok, w), masked(ok, q))
         return w, q, budget
@@ -336,8 +337,12 @@ class AWRS(TokenSampler):
             return await super().batch_sample(contexts, rngs)
         if not contexts:
             return []
-        w, q, budget = await self._budget_rows(contexts)
-        out = await self._batch_draws(contexts, rngs, w, q)
+        if self.exact:
+            w, q, budget, allowed = await self._exact_rows(contexts)
+            out = await self._exact_draws(rngs, w, q, allowed)
+        else:
+            w, q, budget = await self._budget_rows(contexts)
+            out = await self._batch_draws(contexts, rngs, w, q)
         if budget is not None:
             out = [(t, budget.weight(i, logw), logp) for i, (t, logw, logp) in enumerate(out)]
         return [self._improper(d) for d in out]
@@ -355,7 +360,32 @@ class AWRS(TokenSampler):
                     return await self._search_row(contexts[i], w[i], q[i], None)
 
             return await gather_or_cancel(*(one(i) for i in range(len(contexts))))
-        allowed = await self._allowed_rows(contexts, w)
+        return await self._exact_draws(rngs, w, q, await self._allowed_rows(contexts, w))
+
+    async def _exact_rows(self, contexts: list[list]) -> tuple[Any, Any, Budget | None, Any]:
+        """`(w, q, budget, allowed)` of the exact path. The budget's mask is applied
+        once: to the rows on a device (as `_budget_rows`), folded into the bool
+        `allowed` on the host (the draw masks the rows with it anyway, and masking
+        twice with `-inf` is masking once with both)."""
+        rows = gather_or_cancel(self._rows(contexts), budget_of(self.condition, contexts))
+        like = self._like
+        if like is None:  # the first step: the rows' kind and device are not known yet
+            (w, q), budget = await rows
+            allowed = await self._allowed_rows(contexts, w)
+        else:  # the masks while the rows are made (a forward, off the event loop's work)
+            ((w, q), budget), allowed = await gather_or_cancel(rows, self._allowed_rows(contexts, like))
+            allowed = mask_of(allowed, w)
+        self._like = w.new_empty(0) if is_tensor(w) else np.empty(0)
+        if budget is None or not budget.prunes:
+            return w, q, budget, allowed
+        if is_tensor(w):
+            ok = mask_like(budget.ok, w)
+            w, q = (masked(ok, w),) * 2 if q is w else (masked(ok, w), masked(ok, q))
+            return w, q, budget, allowed
+        return w, q, budget, np.logical_and(allowed, budget.ok)
+
+    async def _exact_draws(self, rngs: list, w: Any, q: Any, allowed: Any) -> list[tuple]:
+        """One stacked draw from `q` restricted to `allowed`, weighed under `w`."""
         rngs = [self._composed(r) for r in rngs]
         # the draw restricts each row to its mask (on a tensor's device it multiplies
         # the masses by it); a target is read only at allowed tokens

@@ -54,9 +54,17 @@ class Budget(NamedTuple):
     ok: np.ndarray
     stuck: np.ndarray
 
+    @property
+    def prunes(self) -> bool:
+        """Whether some token is out of budget (else masking changes nothing)."""
+        return not self.ok.all()
+
     def mask(self, potential: Any, rows: list) -> list:
         """`rows` (LazyWeights over `potential.vocab_eos`) with the tokens out of
-        budget set to `-inf`, on the rows' device."""
+        budget set to `-inf`, on the rows' device (`rows` themselves when no token
+        is out of budget: no pass over them)."""
+        if not self.prunes:
+            return rows
         block = stack([r.weights for r in rows])
         return potential.rows_to_weights(masked(mask_like(self.ok, block), block))
 
@@ -77,9 +85,11 @@ async def budget_of(potential: Any, contexts: Sequence[Sequence[Any]]) -> Budget
     left = np.array([m - 2 - len(c) for c in contexts], dtype=np.float64)
     rows = np.asarray(await bound([list(c) for c in contexts]), dtype=np.float64)
     ok = rows <= left[:, None]
+    in_time = ok[:, :-1].any(axis=1) | (rows[:, -1] < np.inf)
     ok[:, -1] = True
-    in_time = (rows[:, :-1] <= left[:, None]).any(axis=1) | (rows[:, -1] < np.inf)
-    stuck = ~in_time & (rows < np.inf).any(axis=1)
+    stuck = np.zeros(len(contexts), dtype=bool)
+    late = np.flatnonzero(~in_time)  # rare: only these rows are read again
+    stuck[late] = (rows[late] < np.inf).any(axis=1)
     return Budget(ok, stuck)
 
 

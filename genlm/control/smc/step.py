@@ -161,13 +161,18 @@ def _ending_factors(sampler: Any) -> list | None:
 
 
 async def _eos_entries(potential: Any, contexts: list[list]) -> np.ndarray:
-    """`potential.logw_next(x)[EOS]` after each context: from one batch of rows where
-    the potential computes them (an LM's row here is the one the next step reads, so
-    a model that caches rows computes it once); else as `complete(x) - prefix(x)`,
+    """`potential.logw_next(x)[EOS]` after each context: the potential's EOS entries
+    where it answers them alone (`fast_paths.EosEntries`: a language model reads its
+    EOS tokens from the next-token block the next step's draw reads, and writes no
+    row for them); from one batch of rows where it computes them; else as `complete(x) - prefix(x)`,
     two batched calls instead of a derived row's one `prefix` per token. NaN is
     `-inf`."""
     from genlm.control.potential import fast_paths
 
+    entries = fast_paths.eos_entries(potential)
+    if entries is not None:  # the EOS entries alone: no row is written for them
+        eos = np.asarray(await entries(contexts), dtype=np.float64)
+        return np.where(eos == eos, eos, NEG_INF)
     if fast_paths.vectorised_logw_next(potential):
         return np.array(eos_column(await potential.batch_logw_next(contexts)), dtype=np.float64)
     complete, prefix = await gather_or_cancel(potential.batch_complete(contexts), potential.batch_prefix(contexts))
