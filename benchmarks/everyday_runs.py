@@ -1,11 +1,11 @@
-"""Everyday structured generation on the embedded model: does the documented default
-path finish? (issue 37)
+"""Everyday structured generation on the embedded model: does the documented path
+finish? (issue 37)
 
 Two workloads, each over 5 seeds on `genlm.control.embedded.EMBEDDED_MODEL`:
 
 - JSON: `AWRS(llm, JsonSchema(SCHEMA, spelling=s).coerce(llm, f=b"".join))`, N=10,
-  `max_tokens=200`, for each spelling (`canonical`, the default; `compact`; `any`,
-  0.4.1's language). A seed counts as finished when at least one particle of
+  `max_tokens=200`, for each spelling (`canonical`, the documented one for generation;
+  `compact`; `any`, `JsonSchema`'s default and 0.4.1's language). A seed counts as finished when at least one particle of
   positive weight holds a complete document, and as valid when that document passes
   `jsonschema` with its `FormatChecker`.
 - SQL: `AWRS(llm, BoolCFG.from_lark(SQL).coerce(llm, f=b"".join))`, N=10,

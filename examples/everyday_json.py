@@ -1,12 +1,12 @@
-"""A realistic JSON schema on the documented default path, checked with `jsonschema`.
+"""A realistic JSON schema on the documented path for generation, checked with `jsonschema`.
 
     python examples/everyday_json.py
 
 A user record with a nested object, an enum, integer bounds, an array, a `pattern`
-and a `date` format, sampled with `AWRS(llm, JsonSchema(SCHEMA).coerce(llm,
-f=b"".join))`. `JsonSchema`'s default spelling ("canonical": no whitespace outside
-strings, each string spelled as a JSON writer spells it) keeps the small model from
-writing whitespace until `max_tokens`; `benchmarks/everyday_runs.py` measures it
+and a `date` format, sampled with `AWRS(llm, JsonSchema(SCHEMA,
+spelling="canonical").coerce(llm, f=b"".join))`. The canonical spelling (no whitespace
+outside strings, each string spelled as a JSON writer spells it) keeps the small
+model from writing whitespace until `max_tokens`; `benchmarks/everyday_runs.py` measures it
 against the other spellings over seeds (docs/performance.md, "Everyday runs").
 """
 
@@ -44,7 +44,7 @@ SCHEMA = {
 async def main(n_particles: int = 10, max_tokens: int = 200, seed: int = 0):
     llm = PromptedLLM.from_name(EMBEDDED_MODEL)
     llm.set_prompt_from_str("A user record as JSON:\n")
-    sampler = AWRS(llm, JsonSchema(SCHEMA).coerce(llm, f=b"".join))
+    sampler = AWRS(llm, JsonSchema(SCHEMA, spelling="canonical").coerce(llm, f=b"".join))
     sequences = await sampler.smc(
         n_particles=n_particles, ess_threshold=0.5, max_tokens=max_tokens, seed=seed
     )

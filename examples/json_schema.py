@@ -26,9 +26,9 @@ SCHEMA = {
 async def main(n_particles: int = 10, max_tokens: int = 20, seed: int = 0):
     llm = PromptedLLM.from_name(EMBEDDED_MODEL)
     llm.set_prompt_from_str("The value of x is given by")
-    # The default spelling, "canonical", allows no whitespace outside strings and
-    # spells each string one way, so the tiny model cannot spend its tokens on
-    # whitespace or escapes (spelling="any" allows RFC 8259 whitespace: 0.4.1's language).
+    # The canonical spelling allows no whitespace outside strings and spells each
+    # string one way, so the tiny model cannot spend its tokens on whitespace or
+    # escapes (the default, spelling="any", allows RFC 8259 whitespace: 0.4.1's language).
     valid = JsonSchema(SCHEMA, spelling="canonical").coerce(llm, f=b"".join)
     sampler = direct_token_sampler(llm * valid)
     sequences = await sampler.smc(

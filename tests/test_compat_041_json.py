@@ -8,7 +8,7 @@ invalid schema raising an error that is both a `ValueError` and 0.4.1's
 "Differences from 0.4.1"): any amount of JSON whitespace between tokens, and
 repeated keys that `jsonschema` validates. 0.4.1's documents (`json.dumps` with its
 default separators and ASCII escapes) are those of `spelling="any"`, which every
-test here names; the default spelling is canonical (docs/compat-041.md).
+test here names (it is also the default).
 """
 
 import asyncio

@@ -50,11 +50,11 @@ async def test_json_schema_outputs_are_valid():
         assert "  " not in text and "\n" not in text
 
 
-async def test_everyday_json_finishes_valid_documents_on_the_default_path():
+async def test_everyday_json_finishes_valid_documents_on_the_documented_path():
     """The example's realistic schema (nested object, enum, integer bounds, array,
-    pattern, date) through `AWRS(llm, JsonSchema(schema).coerce(...))`: seed 0 ends with
-    documents of positive weight, each valid with the format checker, none with
-    whitespace outside strings (the default spelling)."""
+    pattern, date) through `AWRS(llm, JsonSchema(schema, spelling="canonical").coerce(...))`:
+    seed 0 ends with documents of positive weight, each valid with the format checker,
+    none with whitespace outside strings."""
     module = load("everyday_json")
     sequences = await module.main()
     done = [t for t, p in sequences.decoded_posterior.items() if p > 0]

@@ -12,7 +12,7 @@ def json_hint(spelling: str, where: str = "JsonSchema") -> str:
     if spelling == "any":
         return (
             f"{where} with spelling='any' lets the model write whitespace outside "
-            "strings without end: spelling='canonical' (the default) or 'compact' does not"
+            "strings without end: JsonSchema(schema, spelling='canonical') or 'compact' does not"
         )
     return (
         f"{where} with spelling={spelling!r} writes no whitespace; bound the schema's "

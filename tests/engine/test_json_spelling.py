@@ -154,8 +154,9 @@ def test_the_engine_grammar_agrees_along_random_walks(spelling):
             q = js.advance(q, b)
 
 
-def test_the_default_is_canonical_and_unknown_spellings_are_refused():
-    assert JsonSchema(PERSON).spelling == "canonical"
+def test_the_default_is_rfc_8259_and_unknown_spellings_are_refused():
+    """SPEC: `JsonSchema(schema)` accepts exactly the JSON documents valid under it."""
+    assert JsonSchema(PERSON).spelling == "any"
     assert repr(JsonSchema(PERSON, spelling="any")).endswith("spelling='any')")
     with pytest.raises(ValueError, match="unknown JSON spelling 'tight'.*compact"):
         JsonSchema(PERSON, spelling="tight")

@@ -152,7 +152,7 @@ class GuidedConstraint(CachedRecognizer):
         return cls(llm, "lark", grammar, **kwargs)
 
     @classmethod
-    def from_json_schema(cls, llm: Any, schema: Any, spelling: str = "canonical",
+    def from_json_schema(cls, llm: Any, schema: Any, spelling: str = "any",
                          **kwargs) -> "GuidedConstraint":
         """Token sequences whose bytes are a JSON document valid under `schema`, as the
         engine writes them (properties in declaration order; see the docs). The schema

@@ -483,7 +483,7 @@ class PromptedLLM(Potential, HeldByRuns):
         """A Boolean constraint over this model's tokens from a compiled grammar engine
         (`GuidedConstraint`): give exactly one of `regex`, `lark`, `json_schema`.
         `spelling` (with `json_schema` only): how documents are spelled outside the
-        schema's strings, "canonical" (the default), "compact" or "any", as for
+        schema's strings, "any" (the default), "compact" or "canonical", as for
         `JsonSchema` (the engine's nearest options; see docs/constraint-engines.md).
 
         Use it as `llm * llm.constrain(...)`, as AWRS `condition`, or as a critic.
@@ -506,7 +506,7 @@ class PromptedLLM(Potential, HeldByRuns):
             "json_schema": GuidedConstraint.from_json_schema,
         }[kind]
         if kind == "json_schema":
-            return build(self, source, spelling=spelling or "canonical", cache_size=cache_size)
+            return build(self, source, spelling=spelling or "any", cache_size=cache_size)
         if spelling is not None:
             raise ValueError("spelling= applies to json_schema= only (a JSON spelling)")
         return build(self, source, cache_size=cache_size)

@@ -7,10 +7,11 @@ byte strings spell them:
 - `"any"`: RFC 8259 text. Whitespace (space, tab, LF, CR), any amount, before and
   after the document and between any two of its tokens; in strings, every escape
   JSON allows (`\\/`, `\\u0061` for `a`, hex digits of either case, surrogate pairs).
-  This is genlm-control 0.4.1's language.
+  This is genlm-control 0.4.1's language and the default: `JsonSchema(schema)`
+  accepts exactly the JSON documents valid under the schema, as SPEC defines it.
 - `"compact"`: no whitespace at all outside strings (separators `,` and `:` alone);
   strings as in `"any"`.
-- `"canonical"` (the default): compact, and every string (keys and values) spelled
+- `"canonical"` (what generation wants; the command line's default): compact, and every string (keys and values) spelled
   as a JSON writer spells it, `json.dumps(s, ensure_ascii=False)`: a character is
   written raw unless it must be escaped; `"` and `\\` as `\\"` and `\\\\`; U+0008,
   U+0009, U+000A, U+000C, U+000D as `\\b \\t \\n \\f \\r`; the other code points
@@ -26,7 +27,7 @@ from typing import Literal
 
 Spelling = Literal["any", "compact", "canonical"]
 SPELLINGS: tuple[str, ...] = ("any", "compact", "canonical")
-DEFAULT_SPELLING: Spelling = "canonical"
+DEFAULT_SPELLING: Spelling = "any"
 
 # The escapes of the canonical spelling, and the character each one spells.
 _SHORT = {"\b": "b", "\t": "t", "\n": "n", "\f": "f", "\r": "r", '"': '"', "\\": "\\"}
