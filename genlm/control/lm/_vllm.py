@@ -47,6 +47,7 @@ from typing import Any, Sequence
 import torch
 from genlm.backend.llm import AsyncLM
 
+from genlm.control.lm._errors import PromptTooLongError
 from genlm.control.lm._vllm_capture import ROW_KEY, Capture, capture_class
 from genlm.control.lm._vllm_checks import (
     _cpu_head_sizes,
@@ -225,7 +226,7 @@ class VLLMBackend(AsyncLM):
             if not key:
                 raise ValueError("Token ids must not be empty")
             if len(key) > limit:
-                raise ValueError(
+                raise PromptTooLongError(
                     f"a query of {len(key)} tokens is longer than the engine allows: "
                     f"max_model_len={self.max_model_len} leaves {limit} tokens to read "
                     "(raise max_model_len or shorten the prompt)"

@@ -14,6 +14,7 @@ from genlm.backend.tokenization.token import Token
 from genlm.control._device import to_host
 from genlm.control._held import HeldByRuns
 from genlm.control._warn import warn_user
+from genlm.control.lm._errors import PromptTooLongError
 from genlm.control.lm._llm_loading import (
     _check_lora,
     _default_eos,
@@ -47,12 +48,6 @@ class PromptedLLMArgumentError(TypeError, ValueError):
     a prompt that is not a str (ours: TypeError, 0.4.1: ValueError), or both
     `eos_byte_strings=` and the deprecated `eos_tokens=` (ours: ValueError, 0.4.1:
     TypeError). It is both, so code catching either type keeps working."""
-
-
-class PromptTooLongError(ValueError, IndexError):
-    """A prompt and context longer than the model's positions. 0.4.1 let the model
-    fail on it (an `IndexError` from the position embedding); ours names the lengths.
-    It is both, so code catching either type keeps working."""
 
 
 class PromptedLLM(Potential, HeldByRuns):
