@@ -491,8 +491,8 @@ def test_argument_errors(llm):
 
 
 async def test_constrain_json_takes_the_spelling(llm, pieces):
-    """`llm.constrain(json_schema=..., spelling=...)`: the canonical default and
-    "compact" refuse whitespace and "any" allows it; canonical refuses `\\u0061`; the
+    """`llm.constrain(json_schema=..., spelling=...)`: "canonical" and "compact" refuse
+    whitespace and "any" (the default, as `JsonSchema`'s) allows it; canonical refuses `\\u0061`; the
     schema's own x-guidance options win; a spelling beside a regex is an error."""
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
     spaced, tight, escaped = b'{"a": "x"}', b'{"a":"x"}', b'{"a":"\\u0061"}'
@@ -500,9 +500,9 @@ async def test_constrain_json_takes_the_spelling(llm, pieces):
     async def accepts(c, doc):
         return await c.complete(split(pieces, doc, list(range(len(doc))))) == 0.0
 
-    default, compact, free = (llm.constrain(json_schema=schema),
+    default, compact, free = (llm.constrain(json_schema=schema, spelling="canonical"),
                               llm.constrain(json_schema=schema, spelling="compact"),
-                              llm.constrain(json_schema=schema, spelling="any"))
+                              llm.constrain(json_schema=schema))
     assert [await accepts(default, d) for d in (spaced, tight, escaped)] == [False, True, False]
     assert [await accepts(compact, d) for d in (spaced, tight, escaped)] == [False, True, True]
     assert [await accepts(free, d) for d in (spaced, tight, escaped)] == [True, True, True]

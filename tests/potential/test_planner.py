@@ -107,8 +107,10 @@ def test_the_engine_potentials_declare_their_paths(llm):
     # the regex's coercion also counts the tokens left to acceptance (its automaton's)
     for p in (coerced, coerced.to_autobatched()):
         assert fast_paths.declared(p) == frozenset(want | {"tokens_to_finish"}), p
-    assert fast_paths.declared(llm) == frozenset({"compiled_coercion"})  # the engine route
-    assert fast_paths.declared(llm.to_autobatched()) == frozenset({"compiled_coercion"})
+    # the engine route, and the EOS entries the end twist reads from the model's block
+    offered = frozenset({"compiled_coercion", "eos_entries"})
+    assert fast_paths.declared(llm) == offered
+    assert fast_paths.declared(llm.to_autobatched()) == offered
     canonical = CanonicalTokenization.from_llm(llm)
     assert fast_paths.declared(canonical) == {"sparse_logw_next"}
     assert fast_paths.declared(canonical.to_autobatched()) == {"sparse_logw_next"}
@@ -140,7 +142,7 @@ def test_the_built_in_constraints_hand_the_engine_their_raw_source():
     form = cfg.engine_source()
     assert (form.kind, form.source, form.parsed) == ("lark", 'start: "1" start | "2"', cfg.lark_parsed)
     schema = {"type": "integer"}
-    assert JsonSchema(schema).engine_source() == EngineSource("json_schema", schema, spelling="canonical")
+    assert JsonSchema(schema).engine_source() == EngineSource("json_schema", schema, spelling="any")
 
 
 class DigitsForm(Digits):

@@ -277,7 +277,9 @@ def test_killed_contexts_of_the_embedded_model_in_every_output(tmp_path):
 @pytest.mark.parametrize("make, says", [
     (lambda: JsonSchema({"type": "string", "minLength": 5}, spelling="any"),
      "spelling='any' lets the model write whitespace"),
-    (lambda: JsonSchema({"type": "string", "minLength": 5}), "spelling='canonical' writes no whitespace"),
+    (lambda: JsonSchema({"type": "string", "minLength": 5}), "spelling='any' lets the model write whitespace"),
+    (lambda: JsonSchema({"type": "string", "minLength": 5}, spelling="canonical"),
+     "spelling='canonical' writes no whitespace"),
     (lambda: BoolFSA.from_regex("a{5}b*"), "a tighter pattern than the regex 'a{5}b*'"),
     (lambda: BoolCFG.from_lark('start: "aaaaa" "b"*\n%ignore " "'), "%ignore's whitespace"),
 ])
