@@ -342,7 +342,8 @@ class PromptedLLM(Potential, HeldByRuns):
         maps, start = self.token_maps, self._start
         keys = [start + tuple(maps.context_ids(c)) for c in contexts]
         uniq, inverse = _unique(keys)
-        setting = (id(self.model), self._temperature, self.lora_name)
+        # a closed backend answers nothing, kept rows included (its error names it)
+        setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
         block, positions = await self._last_rows.rows(uniq, setting, self._logprobs)
         return block, compose(positions, None if len(uniq) == len(keys) else inverse)
 
