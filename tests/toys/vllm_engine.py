@@ -6,6 +6,7 @@ prefix-cache blocks, 1 GiB of CPU KV cache (`VLLM_CPU_KVCACHE_SPACE`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,3 +39,12 @@ def vllm_llm(prompt: str | None = None, **opts):
     if prompt is not None:
         llm.set_prompt_from_str(prompt)
     return llm
+
+
+async def wait_until(condition, limit_s: float = 30.0) -> None:
+    """Wait (polling) until `condition()` holds; fail after `limit_s` seconds."""
+    for _ in range(int(limit_s / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition did not hold in time")

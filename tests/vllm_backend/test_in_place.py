@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from toys.ab import Failing
-from toys.vllm_engine import vllm_llm
+from toys.vllm_engine import vllm_llm, wait_until
 
 from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
 from genlm.control.embedded import EMBEDDED_MODEL
@@ -30,15 +30,6 @@ def vllm():
 @pytest.fixture(scope="module")
 def hf(vllm):
     return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf", prompt_ids=vllm.prompt_ids)
-
-
-async def wait_until(condition, limit_s: float = 30.0) -> None:
-    """Wait (polling) until `condition()` holds; fail after `limit_s` seconds."""
-    for _ in range(int(limit_s / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition did not hold in time")
 
 
 def idle(model) -> bool:

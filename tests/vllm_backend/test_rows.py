@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 import torch
-from toys.vllm_engine import vllm_llm
+from toys.vllm_engine import vllm_llm, wait_until
 
 from genlm.control import PromptedLLM, direct_token_sampler
 from genlm.control.draw import counting_readbacks
@@ -26,15 +26,6 @@ def vllm():
 @pytest.fixture(scope="module")
 def hf(vllm):
     return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf", prompt_ids=vllm.prompt_ids)
-
-
-async def wait_until(condition, limit_s: float = 30.0) -> None:
-    """Wait (polling) until `condition()` holds; fail after `limit_s` seconds."""
-    for _ in range(int(limit_s / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition did not hold in time")
 
 
 def random_contexts(llm, rng, n, longest=40):
