@@ -161,6 +161,11 @@ def synthetic_workloads(sizes: list[int]) -> list[Workload]:
         async def batch_logw_next(self, contexts):
             return self.rows_to_weights(np.repeat(self.row[None, :], len(contexts), axis=0))
 
+        async def batch_eos_entries(self, contexts):
+            # as a PromptedLLM does (`fast_paths.EosEntries`): the end twist reads
+            # the EOS entries without a second row per context
+            return np.full(len(contexts), self.row[-1])
+
         async def prefix(self, context):
             return float(sum(self.row[self.lookup[t]] for t in context))
 

@@ -86,9 +86,9 @@ async def test_draws_in_one_pass_are_one_stacked_reduction(monkeypatch):
     calls = []
     original = draw_mod._sample_rows
 
-    def counting(rows, rngs, method):
+    def counting(rows, rngs, method, allowed=None):
         calls.append(rows.shape)
-        return original(rows, rngs, method)
+        return original(rows, rngs, method, allowed)
 
     monkeypatch.setattr(draw_mod, "_sample_rows", counting)
     other = LazyWeights(np.zeros(3), {"x": 0, "y": 1, EOS: 2}, ["x", "y", EOS])
@@ -191,3 +191,79 @@ def test_rows_of_one_block_are_drawn_in_place_and_others_are_stacked():
     np.testing.assert_array_equal(stack(list(block[:2])), block[:2])
     wide = np.zeros((3, 8))
     np.testing.assert_array_equal(stack([r[:4] for r in wide]), np.zeros((3, 4)))
+
+
+def _masked_reference(rows, allowed, u):
+    """The inverse-CDF draw and log-sum of `where(allowed, rows, -inf)`, by a full
+    cumulative sum in float64 (no shortcut)."""
+    out_idx, out_z = [], []
+    for r, a, ui in zip(rows, allowed, u):
+        x = np.where(a, r, -np.inf)
+        top = x.max()
+        if not np.isfinite(top):
+            out_idx.append(None)
+            out_z.append(-np.inf)
+            continue
+        p = np.exp(x - top)
+        cdf = np.cumsum(p)
+        out_idx.append(int(np.searchsorted(cdf, ui * cdf[-1], side="right")))
+        out_z.append(math.log(cdf[-1]) + top)
+    return out_idx, out_z
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_host_mask_draw_equals_drawing_the_masked_rows(seed):
+    """The host draw multiplies masses by the mask instead of writing -inf; it draws
+    the same index with the same log-sum as the masked row, including rows whose
+    allowed entries lie 800 nats under the row's peak (redone against their own
+    peak), rows with entries far below the peak, and a row with nothing allowed."""
+    gen = np.random.default_rng(seed)
+    n, v = 8, 300
+    rows = gen.normal(scale=3.0, size=(n, v))
+    allowed = gen.random((n, v)) < 0.5
+    rows[1, ~allowed[1]] += 800.0  # the allowed mass is faint against the row's peak
+    rows[2, ::3] -= 2000.0  # deep entries: exactly zero mass, never drawn
+    rows[3, ::7] = -np.inf
+    allowed[4] = False  # nothing allowed: no mass
+    allowed[5] = False
+    allowed[5, 17] = True  # one token allowed
+    u = np.array([np.random.default_rng(100 + i).random() for i in range(n)])
+    idx, log_z = draw_mod._sample_rows(rows, [np.random.default_rng(100 + i) for i in range(n)], "inverse_cdf", allowed)
+    ref_idx, ref_z = _masked_reference(rows, allowed, u)
+    for i in range(n):
+        if ref_idx[i] is None:
+            assert log_z[i] == -np.inf
+            continue
+        assert allowed[i, idx[i]]
+        assert idx[i] == ref_idx[i]
+        assert log_z[i] == pytest.approx(ref_z[i], rel=1e-12, abs=1e-9)
+    assert idx[5] == 17 and log_z[5] == pytest.approx(rows[5, 17], abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["inverse_cdf", "gumbel_max"])
+def test_deep_entries_are_never_drawn(name):
+    """Entries 1,000 nats under the peak (and -inf entries) have no mass: over many
+    draws only the two entries near the peak come out, at their probabilities."""
+    rows = np.full((1, 200), -1000.0)
+    rows[0, ::2] = -np.inf
+    rows[0, 5] = 0.0
+    rows[0, 9] = math.log(3.0)
+    rngs = [np.random.default_rng(7)]
+    hits = [int(draw_mod._sample_rows(rows, rngs, name)[0][0]) for _ in range(4000)]
+    assert set(hits) <= {5, 9}
+    share = hits.count(9) / len(hits)
+    sd = math.sqrt(0.75 * 0.25 / len(hits))
+    assert abs(share - 0.75) < 5 * sd
+
+
+async def test_draw_many_with_a_host_mask_equals_masking_first():
+    gen = np.random.default_rng(3)
+    rows = [row(gen.random(4) + 1e-3) for _ in range(6)]
+    allowed = gen.random((6, 4)) < 0.6
+    allowed[:, 1] = True
+    masked_rows = [w.spawn(np.where(a, w.weights, -np.inf)) for w, a in zip(rows, allowed)]
+    got = await draw_mod.draw_many(rows, [np.random.default_rng(i) for i in range(6)], allowed=allowed)
+    want = await draw_mod.draw_many(masked_rows, [np.random.default_rng(i) for i in range(6)])
+    for g, w in zip(got, want):
+        assert g.token == w.token
+        assert g.logw == pytest.approx(w.logw, abs=1e-12) and g.logp == pytest.approx(w.logp, abs=1e-12)

@@ -59,14 +59,28 @@ CASES = {
     "json": (lambda: JsonSchema({"type": "integer"}), {"stateful"}, True),
     "coerced-dfa": (
         lambda: _regex().coerce(VOCAB, b"".join),
-        {"cheap_logw_next", "allowed_next", "token_trie", "tokens_to_finish"},
+        {"cheap_logw_next", "allowed_next", "batch_allowed", "token_trie", "tokens_to_finish", "most_tokens_to_finish"},
+        True,
+    ),
+    # a weighted automaton's rows are not Boolean: no bool mask of them is offered
+    "coerced-weighted-dfa": (
+        lambda: WFSA.from_regex(r"a+b").coerce(VOCAB, b"".join),
+        {"cheap_logw_next", "allowed_next", "token_trie", "tokens_to_finish", "most_tokens_to_finish"},
         True,
     ),
     # a grammar and a schema bound the tokens left by the fewest bytes to a document
-    "coerced-json": (lambda: JsonSchema({"type": "integer"}).coerce([b"1", b"2", b"12"], b"".join), {"token_trie", "tokens_to_finish"}, True),
+    "coerced-json": (
+        lambda: JsonSchema({"type": "integer"}).coerce([b"1", b"2", b"12"], b"".join),
+        {"batch_allowed", "token_trie", "tokens_to_finish"},
+        True,
+    ),
     "coerced-generic": (lambda: BoolCFG.from_lark('start: "a" start | "b"').coerce(VOCAB, b"".join), {"token_trie", "tokens_to_finish"}, True),
     # a product ends only where both factors do: it takes the larger of their bounds
-    "product": (lambda: Product(_regex().coerce(VOCAB, b"".join), SetChecked()), {"tokens_to_finish"}, True),
+    "product": (
+        lambda: Product(_regex().coerce(VOCAB, b"".join), SetChecked()),
+        {"tokens_to_finish", "most_tokens_to_finish"},
+        True,
+    ),
     "tempered": (lambda: _regex() ** 2.0, set(), True),
     "user-allowed-next": (SetChecked, {"allowed_next"}, False),
 }
@@ -78,6 +92,38 @@ def test_each_potential_declares_exactly_its_fast_paths(name):
     p = make()
     assert fast_paths.declared(p) == frozenset(paths)
     assert fast_paths.vectorised_logw_next(p) is vectorised
+
+
+CONTEXTS = [[], [b"a"], [b"ab"], [b"c", b"ab"], [b"ab", b"c", b"c"], [b"c", b"ab", b"ab"]]
+
+
+@pytest.mark.parametrize("name", ["coerced-dfa", "coerced-json"])
+async def test_batch_allowed_is_where_the_rows_are_finite(name):
+    """`BatchAllowed`: the kept per-state bool rows equal `rows > -inf`, on every
+    context with weight, asked twice (the second time from the kept masks)."""
+    p = CASES[name][0]()
+    contexts = [c for c in (CONTEXTS if name == "coerced-dfa" else [[], [b"1"], [b"1", b"2"], [b"12"]]) if await p.prefix(c) > NEG_INF]
+    assert len(contexts) >= 3
+    rows = np.stack([w.weights for w in await p.batch_logw_next(contexts)])
+    for _ in range(2):
+        mask = await p.batch_allowed(contexts)
+        assert mask.dtype == bool
+        np.testing.assert_array_equal(mask, rows > NEG_INF)
+    with pytest.raises(ValueError, match="weight zero"):
+        await p.batch_allowed([[b"b"]] if name == "coerced-dfa" else [[b"1", b"1", b"x"]])
+
+
+async def test_most_tokens_to_finish_is_the_largest_finite_bound():
+    """`MostTokensToFinish`: the largest finite entry of each context's bound row,
+    whose `inf` entries are exactly the row's `-inf` ones."""
+    p = CASES["coerced-dfa"][0]()
+    contexts = [c for c in CONTEXTS if await p.prefix(c) > NEG_INF]
+    bounds = await p.batch_tokens_to_finish(contexts)
+    rows = np.stack([w.weights for w in await p.batch_logw_next(contexts)])
+    np.testing.assert_array_equal(bounds < np.inf, rows > NEG_INF)
+    most = await p.batch_most_tokens_to_finish(contexts)
+    np.testing.assert_array_equal(most, [r[r < np.inf].max() for r in bounds])
+    assert most.max() >= 1  # some token still needs tokens after it
 
 
 def test_the_classes_the_cases_build():
@@ -150,10 +196,13 @@ def test_an_allowed_next_that_is_not_callable_is_a_type_error():
 
 def test_product_declares_only_the_bound_of_its_factors():
     """A product combines no rows, masks or set checks of its factors; it ends only
-    where both do, so it takes the larger of their tokens-to-finish bounds."""
+    where both do, so it takes the larger of their tokens-to-finish bounds (and of
+    their largest bounds, where each factor with a bound offers one)."""
     c = _regex().coerce(VOCAB, b"".join)
-    assert fast_paths.declared(Product(c, c)) == frozenset({"tokens_to_finish"})
+    assert fast_paths.declared(Product(c, c)) == frozenset({"tokens_to_finish", "most_tokens_to_finish"})
     assert not Product(c, c).cheap_logw_next and c.cheap_logw_next
+    j = JsonSchema({"type": "integer"}).coerce(VOCAB, b"".join)  # a bound, but no largest bound
+    assert fast_paths.declared(Product(c, j)) == frozenset({"tokens_to_finish"})
 
 
 def test_the_declared_paths_of_sparse_potentials():

@@ -232,3 +232,32 @@ def test_no_dead_particle_on_the_embedded_words_task():
         for context in seqs.contexts:
             text = b"".join(getattr(t, "byte_string", t) for t in context[:-1])
             assert regex.fullmatch(pattern.encode(), text), text
+
+
+@pytest.mark.parametrize("name", ["direct", "awrs"])
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_bound_within_the_tokens_left_skips_the_rows_and_changes_no_draw(name, pattern):
+    """`MostTokensToFinish`: where every context's largest bound is within the tokens
+    left, the budget makes no row of bounds; seeded runs are the same, context for
+    context and weight for weight, as with the rows made at every step."""
+    lm = bigram(5)
+
+    def run(skip: bool):
+        condition = BoolFSA.from_regex(pattern).coerce(lm, f=b"".join)
+        made = []
+        rows = condition.batch_tokens_to_finish
+
+        async def counted(contexts):
+            made.append(len(contexts))
+            return await rows(contexts)
+
+        condition.batch_tokens_to_finish = counted
+        if not skip:
+            condition.batch_most_tokens_to_finish = None
+        sampler = make(name, lm, condition)
+        out = [asyncio.run(sampler.smc(6, 0.5, m, seed=s)) for m in (6, 20) for s in range(3)]
+        return [(r.contexts, r.log_weights.tolist()) for r in out], len(made)
+
+    (fast, made_fast), (slow, made_slow) = run(True), run(False)
+    assert fast == slow
+    assert made_fast < made_slow

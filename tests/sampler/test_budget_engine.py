@@ -225,3 +225,33 @@ def test_a_grammar_with_a_large_walk_is_not_pruned_on_the_engine_path(llm):
     assert fast_paths.tokens_to_finish(condition) is None
     fresh = BoolCFG.from_lark(nested).coerce(llm, f=b"".join)
     assert fast_paths.tokens_to_finish(fresh) is not None
+
+
+@pytest.mark.parametrize("name", ["direct", "awrs"])
+def test_the_engine_reads_its_twins_largest_bound_and_changes_no_draw(llm, name, monkeypatch):
+    """A regular grammar's twin is a byte automaton, which offers its largest bound
+    per state (`MostTokensToFinish`); the engine coercion forwards it, and seeded
+    runs are the same, weight for weight, as with the rows of bounds made at every
+    step (the largest bounds hidden from the budget)."""
+    lm = sparse_lm(llm, LARK_PIECES, 3)
+
+    def run():
+        condition = engine_condition(llm, "lark")
+        made = []
+        rows = condition._tokens_to_finish
+
+        async def counted(contexts):
+            made.append(len(contexts))
+            return await rows(contexts)
+
+        condition._tokens_to_finish = counted
+        sampler = direct_token_sampler(lm * condition) if name == "direct" else AWRS(lm, condition)
+        out = [asyncio.run(sampler.smc(6, 0.5, m, seed=s)) for m in (5, 12) for s in range(3)]
+        return [(r.contexts, r.log_weights.tolist()) for r in out], len(made)
+
+    assert fast_paths.most_tokens_to_finish(engine_condition(llm, "lark")) is not None
+    fast, made_fast = run()
+    monkeypatch.setattr(fast_paths, "most_tokens_to_finish", lambda p: None)
+    slow, made_slow = run()
+    assert fast == slow
+    assert made_fast < made_slow

@@ -15,9 +15,10 @@ from typing import Any, Hashable
 
 import numpy as np
 
+from genlm.control._device import mask_like
 from genlm.control._state_cache import RowCache
 from genlm.control.potential.coerce import Coerced
-from genlm.control.weights import LazyWeights
+from genlm.control.weights import NEG_INF, LazyWeights
 
 
 class StateRowCoerced(Coerced):
@@ -33,6 +34,11 @@ class StateRowCoerced(Coerced):
     def __init__(self, *args, row_cache_size: int = 1024, **kwargs):
         super().__init__(*args, **kwargs)
         self._rows: RowCache[np.ndarray] = RowCache(self._walk, row_cache_size)
+        self._masks: RowCache[np.ndarray] = RowCache(self._mask_of_state, row_cache_size)
+
+    #: Whether every row holds only 0 and -inf (a Boolean constraint); only then is
+    #: `batch_allowed` offered, since it drops the values (AWRS checks them otherwise).
+    boolean_rows = True
 
     def _state(self, context) -> Hashable | None:
         raise NotImplementedError
@@ -55,11 +61,38 @@ class StateRowCoerced(Coerced):
             return []
         return self.rows_to_weights(np.stack([self._row_of(c) for c in contexts]))
 
+    # Allowed tokens (`fast_paths.BatchAllowed`): one kept bool row per state --------
+
+    def _mask_of_state(self, state: Any) -> np.ndarray:
+        mask = self._rows.get(state) > NEG_INF
+        mask.flags.writeable = False
+        return mask
+
+    def _mask_of(self, context) -> np.ndarray:
+        state = self._state(context)
+        if state is None:
+            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
+        return self._masks.get(state)
+
+    async def _batch_allowed(self, contexts, like: Any = None) -> Any:
+        """Where each context's row is above `-inf`, as a bool block over `vocab_eos`
+        (on the device of `like` when it is a tensor): the kept mask of each state,
+        so a step pays one stack of bools, not a check of float rows."""
+        if not contexts:
+            return np.zeros((0, len(self.vocab_eos)), dtype=bool)
+        return mask_like(np.stack([self._mask_of(c) for c in contexts]), like)
+
+    @property
+    def batch_allowed(self) -> Any:  # type: ignore[override]
+        """`_batch_allowed` for a Boolean constraint, else None (not offered)."""
+        return self._batch_allowed if self.boolean_rows else None
+
     def spawn(self) -> "StateRowCoerced":
         c = object.__new__(type(self))
         c.__dict__.update(self.__dict__)
         c.potential = self.potential.spawn()
         c._rows = RowCache(c._walk, self._rows.size)
+        c._masks = RowCache(c._mask_of_state, self._masks.size)
         return c
 
     def __repr__(self) -> str:

@@ -420,6 +420,27 @@ class GuidedCoerced(Coerced):
             rows[near] = got
         return rows
 
+    @property
+    def batch_most_tokens_to_finish(self) -> Any:  # type: ignore[override]
+        """The twin's largest bounds, where the twin offers them (`MostTokensToFinish`;
+        the twin's bound is `inf` only where its row, and so the engine's, is `-inf`)."""
+        twin = self._budget_twin()
+        if twin is None or fast_paths.most_tokens_to_finish(twin) is None:
+            return None
+        return self._most_tokens_to_finish
+
+    async def _most_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
+        """The twin's largest bound per context (0 where `_tokens_to_finish` reads 0:
+        far from the horizon, or dead under the twin)."""
+        twin = self._budget_twin()
+        out = np.zeros(len(contexts))
+        far = self.budget_within if hasattr(twin, "_class_trie") else float("inf")
+        near = [k for k, c in enumerate(contexts) if (tokens_left(c) or 0) <= far]
+        if near:
+            got = np.asarray(await fast_paths.most_tokens_to_finish(twin)([contexts[k] for k in near]), dtype=np.float64)
+            out[near] = np.maximum(got, 0.0)
+        return out
+
     def matcher(self, context: Sequence[Any]) -> Any | None:
         """The engine's matcher after `context` (see `GuidedConstraint.matcher`)."""
         return self.guided.matcher(context)

@@ -131,6 +131,10 @@ class AutoBatchedPotential(Potential):
         return self.potential.batch_tokens_to_finish
 
     @property
+    def batch_most_tokens_to_finish(self) -> Any:
+        return self.potential.batch_most_tokens_to_finish
+
+    @property
     def batch_eos_entries(self) -> Any:
         return self.potential.batch_eos_entries
 

@@ -200,6 +200,9 @@ class Potential(ABC):
     #: `async batch_tokens_to_finish(contexts)`: per next token, a lower bound on the
     #: tokens still needed to end (`fast_paths.TokensToFinish`). None: not offered.
     batch_tokens_to_finish: Any = None
+    #: `async batch_most_tokens_to_finish(contexts)`: each context's largest finite
+    #: bound of that row (`fast_paths.MostTokensToFinish`). None: not offered.
+    batch_most_tokens_to_finish: Any = None
     #: `compiled_coercion(constraint, f, engine, form)`: this potential, as a coercion
     #: target, serves a byte-level constraint with a compiled token-mask engine
     #: (`fast_paths.CompiledCoercion`; a language model offers it). None: not offered.

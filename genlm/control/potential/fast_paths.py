@@ -15,6 +15,7 @@ attributes or unwraps wrappers:
 | `BatchAllowed` | defining `async batch_allowed` | `batch_allowed(p)` |
 | `TokenTrie` | a `token_trie` that is not None | `token_trie(p)` |
 | `TokensToFinish` | defining `async batch_tokens_to_finish` | `tokens_to_finish(p)` |
+| `MostTokensToFinish` | defining `async batch_most_tokens_to_finish` | `most_tokens_to_finish(p)` |
 | `EosEntries` | defining `async batch_eos_entries` | `eos_entries(p)` |
 | `CompiledCoercion` | defining `compiled_coercion` | `compiled_coercion(p)` |
 
@@ -131,6 +132,20 @@ class TokensToFinish(Protocol):
     async def batch_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray: ...
 
 
+class MostTokensToFinish(Protocol):
+    """Per context, an upper bound on the finite entries of its `batch_tokens_to_finish`
+    row (`-inf` for a row without one), from a potential whose bound is `inf` only
+    where its `logw_next` is `-inf`:
+
+        batch_most_tokens_to_finish(contexts)[i] >= max{d in batch_tokens_to_finish([ctx_i])[0] : d < inf}
+
+    A float64 NumPy array. The token budget asks it first: a context whose bound is
+    within the tokens left prunes only tokens its row already rules out, so its row
+    of bounds is never made."""
+
+    async def batch_most_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray: ...
+
+
 class EosEntries(Protocol):
     """Each context's EOS entry, without its row:
 
@@ -206,6 +221,15 @@ def tokens_to_finish(potential: "Potential") -> TokensToFinish | None:
     return _callable_or_none(potential, "batch_tokens_to_finish", potential.batch_tokens_to_finish)
 
 
+def most_tokens_to_finish(potential: "Potential") -> MostTokensToFinish | None:
+    """`potential.batch_most_tokens_to_finish` when it offers one, else None.
+
+    Raises:
+        TypeError: a `batch_most_tokens_to_finish` that is set but not callable.
+    """
+    return _callable_or_none(potential, "batch_most_tokens_to_finish", potential.batch_most_tokens_to_finish)
+
+
 def eos_entries(potential: "Potential") -> EosEntries | None:
     """`potential.batch_eos_entries` when it offers one, else None.
 
@@ -259,6 +283,7 @@ def declared(potential: "Potential") -> frozenset[str]:
         "batch_allowed": batch_allowed(potential) is not None,
         "token_trie": token_trie(potential) is not None,
         "tokens_to_finish": tokens_to_finish(potential) is not None,
+        "most_tokens_to_finish": most_tokens_to_finish(potential) is not None,
         "eos_entries": eos_entries(potential) is not None,
         "compiled_coercion": compiled_coercion(potential) is not None,
     }
@@ -272,6 +297,7 @@ __all__ = [
     "CheapLogwNext",
     "CompiledCoercion",
     "EosEntries",
+    "MostTokensToFinish",
     "SparseLogwNext",
     "TokenTrie",
     "TokensToFinish",
@@ -282,6 +308,7 @@ __all__ = [
     "compiled_coercion",
     "declared",
     "eos_entries",
+    "most_tokens_to_finish",
     "sparse_logw_next",
     "token_trie",
     "tokens_to_finish",

@@ -154,6 +154,25 @@ class Product(Potential):
 
         return both
 
+    @property
+    def batch_most_tokens_to_finish(self) -> Any:  # type: ignore[override]
+        """The larger of the factors' `MostTokensToFinish` (a factor without a bound
+        counts 0, as in `batch_tokens_to_finish`); None when a factor with a bound
+        offers none, or when neither factor has a bound."""
+        bounds = [fast_paths.tokens_to_finish(p) for p in (self.p1, self.p2)]
+        mosts = [fast_paths.most_tokens_to_finish(p) for p in (self.p1, self.p2)]
+        if bounds == [None, None] or any(b is not None and m is None for b, m in zip(bounds, mosts)):
+            return None
+
+        async def both(contexts):
+            out = np.zeros(len(contexts))
+            for most in mosts:
+                if most is not None:
+                    np.maximum(out, np.asarray(await most(contexts), dtype=np.float64), out=out)
+            return out
+
+        return both
+
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
         """The factors' rows added; when one factor is an engine mask and the other's
         rows are tensors, the mask is applied on their device instead of adding a

@@ -55,6 +55,11 @@ class CoercedDFA(StateRowCoerced):
         trie = self.trie
         self._symbols = np.array([-1] + [int(s) for s in trie.symbol[1:]], dtype=np.int64)
 
+    @property
+    def boolean_rows(self) -> bool:  # type: ignore[override]
+        """A Boolean automaton's rows hold only 0 and -inf (a weighted one's do not)."""
+        return bool(self.potential.automaton.boolean)
+
     def _state(self, context) -> int | None:
         """The automaton state after `context`; None when the context has weight zero."""
         fwd = self.potential.forward(self._map(context))
@@ -137,6 +142,27 @@ class CoercedDFA(StateRowCoerced):
     @cached_property
     def _budget_rows(self) -> RowCache:
         return RowCache(self._distances.row, self._rows.size)
+
+    async def batch_most_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
+        """Per context, the largest finite entry of its `batch_tokens_to_finish` row
+        (`-inf` where none; `fast_paths.MostTokensToFinish`, exactly the largest): the
+        row is `inf` exactly where this potential's row is `-inf` (a token whose end
+        state can still accept has a finite distance), one number kept per state."""
+        out = np.full(len(contexts), NEG_INF)
+        for i, context in enumerate(contexts):
+            q = self._state(context)
+            if q is not None:
+                out[i] = self._most_rows.get(q)
+        return out
+
+    @cached_property
+    def _most_rows(self) -> RowCache:
+        def most(q: int) -> float:
+            row = self._budget_rows.get(q)
+            finite = row[row < np.inf]
+            return float(finite.max()) if finite.size else NEG_INF
+
+        return RowCache(most, self._rows.size)
 
     async def allowed_next(self, context: Sequence[Any], indices: Sequence[int]) -> np.ndarray:
         """Which of the tokens at `indices` of `vocab_eos` may follow `context`:

@@ -125,6 +125,12 @@ class CoercedJson(StateRowCoerced):
             return row
         return self.potential._checked(row, self._map(context))
 
+    def _mask_of(self, context) -> np.ndarray:
+        """The state's kept mask, or the checked row's where EOS depends on the document."""
+        if self.potential.document_check is None:
+            return super()._mask_of(context)
+        return self._row_of(context) > NEG_INF
+
     def _walk(self, state: frozenset) -> np.ndarray:
         t = self.potential.transitions
         symbols = self._symbols
