@@ -117,7 +117,7 @@ def _llm_workloads(llm, prompts: dict, names: list[str]):
 
     builds = {
         "regex": lambda: BoolFSA.from_regex(prompts.get("pattern", REGEX)),
-        "json": lambda: JsonSchema(JSON_SCHEMA),
+        "json": lambda: JsonSchema(JSON_SCHEMA, spelling="canonical"),
         "lark": lambda: BoolCFG.from_lark(SQL_GRAMMAR),
     }
     for name in names:

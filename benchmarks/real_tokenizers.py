@@ -83,7 +83,7 @@ def load(kind: str, backends: list[str]) -> dict:
     for backend in backends:
         t0 = time.perf_counter()
         opts = engine_opts() if backend == "vllm" else {}
-        out[backend] = PromptedLLM.from_name(str(model_dir(kind)), backend=backend, **opts)
+        out[backend] = PromptedLLM.from_name(str(model_dir(kind)), backend=backend, **opts, **({"rows": os.environ["ROWS"]} if os.environ.get("ROWS") else {}))
         print(f"{kind} on {backend}: |V| = {len(out[backend].vocab_eos)}, loaded in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr, flush=True)
     return out

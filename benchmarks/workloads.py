@@ -115,7 +115,7 @@ def embedded_workloads(names: set[str]) -> list[Workload]:
     if "regex" in names:
         constrained.append(("regex (AWRS, N=10)", "Summary:", lambda: BoolFSA.from_regex(REGEX)))
     if "json" in names:
-        constrained.append(("JSON schema (AWRS, N=10)", "Data:", lambda: JsonSchema(JSON_SCHEMA)))
+        constrained.append(("JSON schema (AWRS, N=10)", "Data:", lambda: JsonSchema(JSON_SCHEMA, spelling="canonical")))
     if "sql" in names:
         constrained.append(("SQL Lark grammar (AWRS, N=10)", "Query:", lambda: BoolCFG.from_lark(SQL_GRAMMAR)))
     for label, prompt, build in constrained:

@@ -324,8 +324,19 @@ def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, r
     EOS ids, so a handful of contiguous runs), or gathered when they are scattered.
     """
     if not is_tensor(ref):
-        bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little")
-        return np.concatenate([bits[:, vocab.vocab_ids].astype(bool), accepting[:, None]], axis=1)
+        # C order, written run by run: a gather over the columns (and the layout
+        # `concatenate` kept from it) gave a column-major block, which made every
+        # pass of the draw over it several times slower
+        bits = np.unpackbits(np.ascontiguousarray(masks).view(np.uint8), axis=1, bitorder="little").view(bool)
+        runs, ids = _runs(vocab)
+        out = np.empty((len(masks), len(ids) + 1), dtype=bool)
+        if runs is None:
+            out[:, :-1] = bits[:, ids]
+        else:
+            for start, stop, at in runs:
+                out[:, at : at + stop - start] = bits[:, start:stop]
+        out[:, -1] = accepting
+        return out
     import torch
 
     device = ref.device
@@ -344,6 +355,7 @@ def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, r
 
 
 _UNPACKING: dict = {}
+_RUNS: dict = {}
 _MAX_RUNS = 16
 
 
@@ -358,6 +370,16 @@ def _unpacking(vocab: EngineVocab, device: Any) -> tuple:
     if got is None or got[0] is not vocab:
         byte_bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
         table = torch.as_tensor(byte_bits.astype(bool), device=device)
+        runs, ids = _runs(vocab)
+        got = _UNPACKING[key] = (vocab, table, runs, torch.as_tensor(ids, device=device))
+    return got[1], got[2], got[3]
+
+
+def _runs(vocab: EngineVocab) -> tuple[list | None, np.ndarray]:
+    """The vocabulary's ids as contiguous runs `(first id, stop id, position)` (None
+    when there are more than `_MAX_RUNS`), and the ids; cached per vocabulary."""
+    got = _RUNS.get(id(vocab))
+    if got is None or got[0] is not vocab:
         ids = np.asarray(vocab.vocab_ids)
         breaks = np.flatnonzero(np.diff(ids) != 1) + 1
         starts = np.concatenate([[0], breaks]) if len(ids) else np.array([], dtype=np.int64)
@@ -365,8 +387,8 @@ def _unpacking(vocab: EngineVocab, device: Any) -> tuple:
         runs = None
         if len(starts) <= _MAX_RUNS:
             runs = [(int(ids[a]), int(ids[a]) + int(b - a), int(a)) for a, b in zip(starts, stops)]
-        got = _UNPACKING[key] = (vocab, table, runs, torch.as_tensor(ids, device=device))
-    return got[1], got[2], got[3]
+        got = _RUNS[id(vocab)] = (vocab, runs, ids)
+    return got[1], got[2]
 
 
 __all__ = [
