@@ -104,9 +104,10 @@ def test_the_engine_potentials_declare_their_paths(llm):
     coerced = BoolFSA.from_regex(r"[0-9]+").coerce(llm, b"".join)
     for p in (guided, guided.to_autobatched()):
         assert fast_paths.declared(p) == frozenset(want), p
-    # the regex's coercion also counts the tokens left to acceptance (its automaton's)
+    # the regex's coercion also counts the tokens left to acceptance (its automaton's, with
+    # the largest count per state)
     for p in (coerced, coerced.to_autobatched()):
-        assert fast_paths.declared(p) == frozenset(want | {"tokens_to_finish"}), p
+        assert fast_paths.declared(p) == frozenset(want | {"tokens_to_finish", "most_tokens_to_finish"}), p
     # the engine route, and the EOS entries the end twist reads from the model's block
     offered = frozenset({"compiled_coercion", "eos_entries"})
     assert fast_paths.declared(llm) == offered
