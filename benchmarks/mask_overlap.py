@@ -50,6 +50,7 @@ async def main() -> None:
     for r in range(args.repeats + 1):
         for mode in ("thread", "loop"):
             guided.OFF_THREAD = default if mode == "thread" else 1 << 62
+            guided.HOST_OFF_THREAD = mode == "thread"
             llm.model.clear_cache()
             w0, c0 = time.perf_counter(), time.process_time()
             seqs = await sampler.smc(n_particles=10, ess_threshold=0.5, max_tokens=32, seed=r)
@@ -62,6 +63,7 @@ async def main() -> None:
                     )
                 )
     guided.OFF_THREAD = default
+    guided.HOST_OFF_THREAD = False
     for mode, rows in out.items():
         wall = statistics.median(w for w, _ in rows)
         cpu = statistics.median(c for _, c in rows)

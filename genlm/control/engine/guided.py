@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
+from genlm.control._device import is_tensor
 from genlm.control._state_cache import PrefixStateCache
 from genlm.control.constraints.recognizer import CachedRecognizer
 from genlm.control.constraints.regex.syntax import parse_regex
@@ -63,8 +64,13 @@ def _step(matcher: Any, token_id: int) -> Any | None:
     return nxt if nxt.consume_token(token_id) else None
 
 
-#: `batch_allowed` unpacks blocks of at least this many entries on a worker thread.
+#: `batch_allowed` unpacks tensor blocks of at least this many entries on a worker
+#: thread. NumPy blocks are unpacked on the loop's thread: run by run that costs about
+#: 1 ms at 10 x 131k, less than the thread's hand-off (`benchmarks/mask_overlap.py`).
 OFF_THREAD = 1 << 20
+#: Whether NumPy blocks go to the worker thread too (off: see above; the benchmark
+#: turns it on to measure the hand-off).
+HOST_OFF_THREAD = False
 
 
 class GuidedConstraint(CachedRecognizer):
@@ -262,17 +268,18 @@ class GuidedConstraint(CachedRecognizer):
         on the device of `like` when it is a torch tensor (the packed masks are
         unpacked there), else a NumPy block.
 
-        The masks are filled here; unpacking a large block (`OFF_THREAD` entries or
-        more) runs on a worker thread (NumPy and torch release the interpreter lock
-        there), so it overlaps a forward the event loop runs meanwhile. The matchers
-        are never touched off this thread: the engine refuses a matcher that two
-        threads borrow at once.
+        The masks are filled here; unpacking a large tensor block (`OFF_THREAD`
+        entries or more) runs on a worker thread (torch releases the interpreter lock
+        there), so it overlaps a forward the event loop runs meanwhile; a NumPy block
+        is unpacked here (measured faster than the hand-off). The matchers are never
+        touched off this thread: the engine refuses a matcher that two threads borrow
+        at once.
 
         Raises:
             ValueError: a context with weight zero.
         """
         masks, accepting = self._packed(contexts)
-        if len(masks) * len(self._ids) < OFF_THREAD:
+        if len(masks) * len(self._ids) < OFF_THREAD or not (is_tensor(like) or HOST_OFF_THREAD):
             return mask_allowed(self.engine, masks, accepting, like)
         return await asyncio.to_thread(mask_allowed, self.engine, masks, accepting, like)
 
