@@ -338,6 +338,13 @@ def test_engine_masks_unpack_alike_on_host_and_device(device_conditions):
     dev = mask_allowed(vocab, words, accepting, ref).numpy()
     host = mask_allowed(vocab, words, accepting)
     np.testing.assert_array_equal(dev, host)
+    # against the bits read one by one, and in row-major order (a column-major block
+    # makes every pass of the draw over it slow)
+    ids = np.asarray(vocab.vocab_ids)
+    bits = (words[:, ids // 32].astype(np.int64) >> (ids % 32)) & 1
+    np.testing.assert_array_equal(host[:, :-1], bits.astype(bool))
+    np.testing.assert_array_equal(host[:, -1], accepting)
+    assert host.flags.c_contiguous
     bit31 = vocab.vocab_ids % 32 == 31
     assert host[:, :-1][:, bit31].any() and not host[:, :-1][:, bit31].all()
     # scattered ids (more runs than are copied run by run) are gathered instead
@@ -346,6 +353,9 @@ def test_engine_masks_unpack_alike_on_host_and_device(device_conditions):
     np.testing.assert_array_equal(
         mask_allowed(scattered, words, accepting, ref).numpy(), mask_allowed(scattered, words, accepting)
     )
+    ids = np.asarray(scattered.vocab_ids)
+    bits = (words[:, ids // 32].astype(np.int64) >> (ids % 32)) & 1
+    np.testing.assert_array_equal(mask_allowed(scattered, words, accepting)[:, :-1], bits.astype(bool))
 
 
 def test_product_with_engine_mask_applies_it_on_the_rows_device(llm, device_llm, conditions, device_conditions):

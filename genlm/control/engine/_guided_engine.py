@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from genlm.control._device import is_tensor
+from genlm.control._lru import LRU
 from genlm.control.engine._guided_regex import ascii_classes
 from genlm.control.weights import NEG_INF
 
@@ -354,8 +355,10 @@ def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, r
     return out
 
 
-_UNPACKING: dict = {}
-_RUNS: dict = {}
+#: Per vocabulary (and device): its runs of ids and the byte → bits table. Bounded, since
+#: an entry holds its vocabulary; a process rarely serves more than a few at once.
+_UNPACKING: LRU = LRU(8)
+_RUNS: LRU = LRU(8)
 _MAX_RUNS = 16
 
 
@@ -371,7 +374,8 @@ def _unpacking(vocab: EngineVocab, device: Any) -> tuple:
         byte_bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
         table = torch.as_tensor(byte_bits.astype(bool), device=device)
         runs, ids = _runs(vocab)
-        got = _UNPACKING[key] = (vocab, table, runs, torch.as_tensor(ids, device=device))
+        got = (vocab, table, runs, torch.as_tensor(ids, device=device))
+        _UNPACKING.put(key, got)
     return got[1], got[2], got[3]
 
 
@@ -387,7 +391,8 @@ def _runs(vocab: EngineVocab) -> tuple[list | None, np.ndarray]:
         runs = None
         if len(starts) <= _MAX_RUNS:
             runs = [(int(ids[a]), int(ids[a]) + int(b - a), int(a)) for a, b in zip(starts, stops)]
-        got = _RUNS[id(vocab)] = (vocab, runs, ids)
+        got = (vocab, runs, ids)
+        _RUNS.put(id(vocab), got)
     return got[1], got[2]
 
 
