@@ -23,35 +23,22 @@ import argparse
 import asyncio
 import os
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-from transformers import AutoModelForCausalLM, AutoTokenizer
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from genlm.control import BoolFSA, HarmonyPotential, PromptedLLM
-from genlm.control.embedded import model_path
+from toys.reasoning import save_reasoning_model  # noqa: E402
 
-SPECIALS = [
-    "<|start|>",
-    "<|channel|>",
-    "<|message|>",
-    "<|end|>",
-    "<|return|>",
-    "<|constrain|>",
-    "<|call|>",
-]
+from genlm.control import BoolFSA, HarmonyPotential, PromptedLLM  # noqa: E402
 
 
 def stand_in() -> str:
-    tok = AutoTokenizer.from_pretrained(model_path())
-    tok.add_special_tokens({"additional_special_tokens": SPECIALS})
-    tok.eos_token = "<|return|>"
-    model = AutoModelForCausalLM.from_pretrained(model_path())
-    model.resize_token_embeddings(len(tok), mean_resizing=False)
-    folder = tempfile.mkdtemp()
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    """The suite's reasoning stand-in (the embedded model with Harmony's and the think
+    tags' special tokens added), saved to a temporary folder."""
+    return str(save_reasoning_model(Path(tempfile.mkdtemp())))
 
 
 async def timed(fn, *args) -> float:
