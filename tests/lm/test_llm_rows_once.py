@@ -5,6 +5,7 @@ contexts, and as EOS entries alone (`batch_eos_entries`)."""
 import numpy as np
 import pytest
 import torch
+from toys.core import counting_calls
 
 from genlm.control import PromptedLLM
 from genlm.control.embedded import EMBEDDED_MODEL
@@ -27,14 +28,7 @@ async def test_rows_from_the_kept_block_and_repeats_equal_fresh_rows(backend, ro
     llm = PromptedLLM(backend, rows=rows)
     contexts = _contexts(llm)
     backend.clear_cache()
-    fetched = []
-    fetch = llm._logprobs
-
-    async def counted(keys):
-        fetched.append(len(keys))
-        return await fetch(keys)
-
-    llm._logprobs = counted
+    llm._logprobs, fetched = counting_calls(llm._logprobs)
     first = await llm.batch_logw_next(contexts)  # a forward; the block is kept
     again = await llm.batch_logw_next(
         [contexts[3], contexts[0], contexts[0]]

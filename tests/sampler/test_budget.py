@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import regex
 from toys import BigramLM, Searched
-from toys.core import budget_keeps_target
+from toys.core import budget_keeps_target, counting_calls
 
 from genlm.control import AWRS, BoolFSA, direct_token_sampler, eager_token_sampler
 from genlm.control.potential import fast_paths
@@ -244,14 +244,7 @@ def test_a_bound_within_the_tokens_left_skips_the_rows_and_changes_no_draw(name,
 
     def run(skip: bool):
         condition = BoolFSA.from_regex(pattern).coerce(lm, f=b"".join)
-        made = []
-        rows = condition.batch_tokens_to_finish
-
-        async def counted(contexts):
-            made.append(len(contexts))
-            return await rows(contexts)
-
-        condition.batch_tokens_to_finish = counted
+        condition.batch_tokens_to_finish, made = counting_calls(condition.batch_tokens_to_finish)
         if not skip:
             condition.batch_most_tokens_to_finish = None
         sampler = make(name, lm, condition)

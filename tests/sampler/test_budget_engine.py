@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 from toys import BigramLM
-from toys.core import budget_keeps_target
+from toys.core import budget_keeps_target, counting_calls
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("llguidance")
@@ -237,14 +237,7 @@ def test_the_engine_reads_its_twins_largest_bound_and_changes_no_draw(llm, name,
 
     def run():
         condition = engine_condition(llm, "lark")
-        made = []
-        rows = condition._tokens_to_finish
-
-        async def counted(contexts):
-            made.append(len(contexts))
-            return await rows(contexts)
-
-        condition._tokens_to_finish = counted
+        condition._tokens_to_finish, made = counting_calls(condition._tokens_to_finish)
         sampler = direct_token_sampler(lm * condition) if name == "direct" else AWRS(lm, condition)
         out = [asyncio.run(sampler.smc(6, 0.5, m, seed=s)) for m in (5, 12) for s in range(3)]
         return [(r.contexts, r.log_weights.tolist()) for r in out], len(made)

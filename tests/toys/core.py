@@ -125,3 +125,16 @@ def budget_keeps_target(sampler, lm, condition, max_lens) -> bool:
         assert visited[True] <= visited[False]
         pruned |= visited[True] < visited[False]
     return pruned
+
+
+def counting_calls(fn):
+    """`(wrapper, sizes)`: an async `wrapper(batch)` that records `len(batch)` in
+    `sizes` and awaits `fn(batch)` (tests put it where a batched method was, to count
+    the calls and their sizes)."""
+    sizes: list[int] = []
+
+    async def wrapper(batch):
+        sizes.append(len(batch))
+        return await fn(batch)
+
+    return wrapper, sizes
