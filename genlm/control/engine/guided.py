@@ -418,14 +418,20 @@ class GuidedCoerced(Coerced):
         engine's language is not a subset of the twin's) prunes nothing."""
         twin = self._budget_twin()
         rows = np.zeros((len(contexts), len(self.vocab_eos)))
-        far = self.budget_within if hasattr(twin, "_class_trie") else float("inf")
-        near = [k for k, c in enumerate(contexts) if (tokens_left(c) or 0) <= far]
+        near = self._near(twin, contexts)
         if near:
             got = await fast_paths.tokens_to_finish(twin)([contexts[k] for k in near])
             got = np.array(got, dtype=np.float64)
             got[~(got < np.inf).any(axis=1)] = 0.0
             rows[near] = got
         return rows
+
+    def _near(self, twin: Any, contexts: Sequence[Sequence[Any]]) -> list[int]:
+        """The indices of the contexts whose twin counts are read: every context for an
+        automaton or a schema, those within `budget_within` tokens of the horizon for
+        a grammar."""
+        far = self.budget_within if hasattr(twin, "_class_trie") else float("inf")
+        return [k for k, c in enumerate(contexts) if (tokens_left(c) or 0) <= far]
 
     @property
     def batch_most_tokens_to_finish(self) -> Any:  # type: ignore[override]
@@ -441,8 +447,7 @@ class GuidedCoerced(Coerced):
         far from the horizon, or dead under the twin)."""
         twin = self._budget_twin()
         out = np.zeros(len(contexts))
-        far = self.budget_within if hasattr(twin, "_class_trie") else float("inf")
-        near = [k for k, c in enumerate(contexts) if (tokens_left(c) or 0) <= far]
+        near = self._near(twin, contexts)
         if near:
             got = np.asarray(await fast_paths.most_tokens_to_finish(twin)([contexts[k] for k in near]), dtype=np.float64)
             out[near] = np.maximum(got, 0.0)

@@ -83,12 +83,13 @@ async def budget_of(potential: Any, contexts: Sequence[Sequence[Any]]) -> Budget
     if bound is None:
         return None
     left = np.array([m - 2 - len(c) for c in contexts], dtype=np.float64)
+    contexts = [list(c) for c in contexts]
     most = fast_paths.most_tokens_to_finish(potential)
-    if most is not None and (np.asarray(await most([list(c) for c in contexts])) <= left).all():
+    if most is not None and (np.asarray(await most(contexts)) <= left).all():
         # every bound is within the tokens left: only the tokens the potential itself
         # rules out (bound `inf`) would be masked, and no context is stuck
         return None
-    rows = np.asarray(await bound([list(c) for c in contexts]), dtype=np.float64)
+    rows = np.asarray(await bound(contexts), dtype=np.float64)
     ok = rows <= left[:, None]
     in_time = ok[:, :-1].any(axis=1) | (rows[:, -1] < np.inf)
     ok[:, -1] = True
