@@ -182,6 +182,20 @@ def index_for(idx: np.ndarray, x: Any, cache: dict) -> Any:
     return got
 
 
+def id_runs(ids: np.ndarray, max_runs: int) -> list[tuple[int, int, int]] | None:
+    """`ids` as runs of consecutive ids, `(first id, stop id, position in ids)`, or None
+    when there are more than `max_runs` of them (a model's vocabulary is its ids minus a
+    few EOS ids: a handful of runs, each copied as one slice instead of gathered)."""
+    if not len(ids):
+        return []
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    if len(breaks) >= max_runs:
+        return None
+    starts = [0, *breaks.tolist()]
+    stops = [*breaks.tolist(), len(ids)]
+    return [(int(ids[a]), int(ids[a]) + (b - a), a) for a, b in zip(starts, stops)]
+
+
 def logsumexp_rows(x: Any, dim: int | None = None) -> Any:
     """`log Σ exp(x)` over `dim` (all entries when None) for a tensor, `-inf` for
     rows of `-inf`; the result stays on the device."""
@@ -205,6 +219,7 @@ def fold_nan_tensor(x: Any) -> Any:
 
 
 __all__ = [
+    "id_runs",
     "is_tensor",
     "as_row_tensor",
     "place",

@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from genlm.control._device import is_tensor
+from genlm.control._device import id_runs, is_tensor
 from genlm.control._lru import LRU
 from genlm.control.engine._guided_regex import ascii_classes
 from genlm.control.weights import NEG_INF
@@ -385,12 +385,7 @@ def _runs(vocab: EngineVocab) -> tuple[list | None, np.ndarray]:
     got = _RUNS.get(id(vocab))
     if got is None or got[0] is not vocab:
         ids = np.asarray(vocab.vocab_ids)
-        breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-        starts = np.concatenate([[0], breaks]) if len(ids) else np.array([], dtype=np.int64)
-        stops = np.concatenate([breaks, [len(ids)]]) if len(ids) else np.array([], dtype=np.int64)
-        runs = None
-        if len(starts) <= _MAX_RUNS:
-            runs = [(int(ids[a]), int(ids[a]) + int(b - a), int(a)) for a, b in zip(starts, stops)]
+        runs = id_runs(ids, _MAX_RUNS)
         got = (vocab, runs, ids)
         _RUNS.put(id(vocab), got)
     return got[1], got[2]

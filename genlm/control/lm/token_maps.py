@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from genlm.backend.tokenization.token import Token
 
+from genlm.control._device import id_runs
 from genlm.control._warn import warn_user
 from genlm.control.potential.tables import VocabTables, build_tables
 
@@ -159,15 +160,7 @@ class TokenMaps:
         """The vocabulary's ids as runs of consecutive ids, `(first id, stop id,
         position in the vocabulary)`, or None when there are more than `MAX_RUNS`
         (a model's vocabulary is its ids minus a few EOS ids: a handful of runs)."""
-        idx = self.vocab_idxs.numpy()
-        if not len(idx):
-            return []
-        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-        if len(breaks) >= MAX_RUNS:
-            return None
-        starts = [0, *breaks.tolist()]
-        stops = [*breaks.tolist(), len(idx)]
-        return [(int(idx[a]), int(idx[a]) + (b - a), a) for a, b in zip(starts, stops)]
+        return id_runs(self.vocab_idxs.numpy(), MAX_RUNS)
 
 
 #: The most runs of consecutive ids that `next_token_rows` copies run by run.
