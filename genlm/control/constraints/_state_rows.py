@@ -46,11 +46,19 @@ class StateRowCoerced(Coerced):
     def _walk(self, state: Any) -> np.ndarray:
         raise NotImplementedError
 
-    def _row_of(self, context) -> np.ndarray:
+    def _live_state(self, context) -> Hashable:
+        """The state after `context`.
+
+        Raises:
+            ValueError: the context has weight zero.
+        """
         state = self._state(context)
         if state is None:
             raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
-        return self._rows.get(state)
+        return state
+
+    def _row_of(self, context) -> np.ndarray:
+        return self._rows.get(self._live_state(context))
 
     async def logw_next(self, context) -> LazyWeights:
         """The state's row: `logw_next(ctx)[x] = prefix(ctx·x) − prefix(ctx)`."""
@@ -69,10 +77,7 @@ class StateRowCoerced(Coerced):
         return mask
 
     def _mask_of(self, context) -> np.ndarray:
-        state = self._state(context)
-        if state is None:
-            raise ValueError(f"context {list(context)!r} has weight zero under {self!r}")
-        return self._masks.get(state)
+        return self._masks.get(self._live_state(context))
 
     async def _batch_allowed(self, contexts, like: Any = None) -> Any:
         """Where each context's row is above `-inf`, as a bool block over `vocab_eos`
