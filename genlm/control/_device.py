@@ -133,6 +133,9 @@ class ReadbackCount:
         return end - self._start
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def stack(rows: list) -> Any:
     """Rows as one 2-D block, NumPy rows on the host and tensor rows on their
     device: a (read-only) view when they lie back to back in one buffer, as the rows
@@ -143,7 +146,7 @@ def stack(rows: list) -> Any:
         return stacked(rows)
     first = rows[0]
     base = first.base
-    if base is not None and first.dtype == np.float64 and first.flags.c_contiguous:
+    if base is not None and first.dtype in _FLOATS and first.flags.c_contiguous:
         start, stride = first.ctypes.data, first.nbytes
         if all(
             r.base is base and r.flags.c_contiguous and r.shape == first.shape and r.dtype == first.dtype

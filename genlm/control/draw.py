@@ -115,23 +115,24 @@ _BLOCK = 64
 
 def _locate(probs: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inverse-CDF indices of the uniforms `u` (one per row) in rows of nonnegative
-    mass, and the row totals.
+    mass, and the row totals (float64).
 
     Two levels instead of a cumulative sum over the row: the sums of blocks of
     `_BLOCK` entries locate the block, a cumulative sum inside it locates the entry.
+    The blocks are summed in the masses' precision and accumulated in float64.
     An entry of zero mass is never returned while its row has mass (rounding at a
     block boundary steps back to the nearest entry with mass).
     """
     n, v = probs.shape
     starts = np.arange(0, v, _BLOCK)
-    block_cdf = np.cumsum(np.add.reduceat(probs, starts, axis=1), axis=1)
+    block_cdf = np.cumsum(np.add.reduceat(probs, starts, axis=1), axis=1, dtype=np.float64)
     total = block_cdf[:, -1]
     target = u * total
     rows = np.arange(n)
     block = np.minimum((block_cdf <= target[:, None]).sum(axis=1), len(starts) - 1)
     below = np.where(block > 0, block_cdf[rows, np.maximum(block - 1, 0)], 0.0)
     cols = (block * _BLOCK)[:, None] + np.arange(_BLOCK)
-    inner = np.where(cols < v, probs[rows[:, None], np.minimum(cols, v - 1)], 0.0)
+    inner = np.where(cols < v, probs[rows[:, None], np.minimum(cols, v - 1)], 0.0).astype(np.float64)
     np.cumsum(inner, axis=1, out=inner)
     idx = block * _BLOCK + np.minimum((inner <= (target - below)[:, None]).sum(axis=1), _BLOCK - 1)
     idx = np.minimum(idx, v - 1)
@@ -142,41 +143,51 @@ def _locate(probs: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idx, total
 
 
-#: Below this log ratio to its row's peak an entry's mass is taken as zero. `exp`
-#: rounds such entries to subnormals or zero anyway (below `log(tiny) ≈ -708`), and
-#: NumPy's and torch's vectorised `exp` leave their fast path on them (and on
-#: `-inf`), which made a masked row's exponential about 5× slower.
+#: Below this log ratio to its row's peak a float64 entry's mass is taken as zero.
+#: `exp` rounds such entries to subnormals or zero anyway (below `log(tiny) ≈ -708`),
+#: and NumPy's and torch's vectorised float64 `exp` leave their fast path on them (and
+#: on `-inf`), which made a masked row's exponential about 5× slower. Float32 rows need
+#: no such step: their `exp` underflows to exactly 0 below about -104 and keeps its
+#: speed on `-inf` and deep entries.
 _DEEP = -700.0
 #: A masked row whose allowed mass, relative to the whole row's peak, is below this
-#: is redone against its own allowed peak (so no allowed entry that matters underflows).
-_FAINT = float(np.exp(-600.0))
+#: (per dtype) is redone against its own allowed peak, so no allowed entry that
+#: matters underflows: for float64 every allowed entry lost lies more than 100 nats
+#: under that mass, for float32 more than 60 (and at most 2^17 of them).
+_FAINT = {np.dtype(np.float64): float(np.exp(-600.0)), np.dtype(np.float32): float(np.exp(-40.0))}
 
 
-#: The draw's masses are written into one block kept per thread (up to this many
-#: entries): a fresh 10 MB block per step costs as much in page faults as its `exp`.
+#: The draw's masses are written into one block kept per thread and dtype (up to
+#: this many entries): a fresh 10 MB block per step costs as much in page faults as
+#: its `exp`.
 _SCRATCH_MAX = 1 << 23
 _scratch = threading.local()
 
 
-def _block(shape: tuple[int, int]) -> np.ndarray:
-    """A float64 block of `shape` to write masses into: the thread's kept buffer
+def _block(shape: tuple[int, int], dtype: Any = np.float64) -> np.ndarray:
+    """A block of `shape` and `dtype` to write masses into: the thread's kept buffer
     when it is small enough, else a new one. Its contents never leave the draw."""
     need = shape[0] * shape[1]
     if need > _SCRATCH_MAX:
-        return np.empty(shape)
-    buf = getattr(_scratch, "buf", None)
+        return np.empty(shape, dtype)
+    bufs = getattr(_scratch, "bufs", None)
+    if bufs is None:
+        bufs = _scratch.bufs = {}
+    key = np.dtype(dtype)
+    buf = bufs.get(key)
     if buf is None or buf.size < need:
-        buf = _scratch.buf = np.empty(need)
+        buf = bufs[key] = np.empty(need, key)
     return buf[:need].reshape(shape)
 
 
 def _exp_shifted(rows: np.ndarray, peak: np.ndarray, out: np.ndarray | None = None, allowed: Any = None) -> np.ndarray:
-    """`exp(rows - peak)` per row (into `out` when given), times `allowed` when given,
-    with the entries more than `-_DEEP` below their peak set to exactly 0 (`-inf`
-    entries included). Zeros are written by multiplying with a bool block: NumPy's
-    masked assignment (`copyto(where=)`, `putmask`) costs several times as much."""
-    probs = np.subtract(rows, peak[:, None], out=out)
-    if probs.size and probs.min() < _DEEP:
+    """`exp(rows - peak)` per row (into `out` when given), times `allowed` when given.
+    In float64 the entries more than `-_DEEP` below their peak are set to exactly 0
+    (`-inf` entries included); in float32 `exp` rounds them to 0 itself. Zeros are
+    written by multiplying with a bool block: NumPy's masked assignment
+    (`copyto(where=)`, `putmask`) costs several times as much."""
+    probs = np.subtract(rows, peak[:, None].astype(rows.dtype), out=out)
+    if probs.dtype == np.float64 and probs.size and probs.min() < _DEEP:
         keep = probs >= _DEEP
         np.maximum(probs, _DEEP, out=probs)
         np.exp(probs, out=probs)
@@ -192,19 +203,21 @@ def _exp_shifted(rows: np.ndarray, peak: np.ndarray, out: np.ndarray | None = No
 
 def _masses(rows: np.ndarray, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """`(probs, peak)`: the masses `exp(rows - peak)` of each row restricted to
-    `allowed` (0 elsewhere), and the per-row shift `peak`.
+    `allowed` (0 elsewhere), in the rows' precision (float32 or float64), and the
+    per-row shift `peak` (float64).
 
     The mask multiplies the masses instead of writing `-inf` into the rows (one
     pass, and no slow `exp(-inf)`). The shift is the whole row's peak; a row whose
-    allowed entries all lie far below it (allowed mass under `_FAINT`) is redone
-    against the peak of its allowed entries, as masking with `-inf` first would."""
-    peak = rows.max(axis=1)
+    allowed entries all lie far below it (allowed mass under `_FAINT`) is redone, in
+    float64, against the peak of its allowed entries, as masking with `-inf` first
+    would."""
+    peak = rows.max(axis=1).astype(np.float64)
     peak = np.where(np.isfinite(peak), peak, 0.0)
-    probs = _exp_shifted(rows, peak, _block(rows.shape), allowed)
+    probs = _exp_shifted(rows, peak, _block(rows.shape, rows.dtype), allowed)
     if allowed is None:
         return probs, peak
-    for r in np.flatnonzero(probs.max(axis=1) < _FAINT):
-        row = np.where(allowed[r], rows[r], NEG_INF)
+    for r in np.flatnonzero(probs.max(axis=1) < _FAINT[probs.dtype]):
+        row = np.where(allowed[r], rows[r].astype(np.float64), NEG_INF)
         top = row.max()
         peak[r] = top if np.isfinite(top) else 0.0
         probs[r] = _exp_shifted(row[None, :], peak[r : r + 1])[0]
@@ -227,11 +240,11 @@ def _sample_rows(
     if method == "inverse_cdf":
         idx, total = _locate(probs, np.fromiter((rng.random() for rng in rngs), dtype=np.float64, count=n))
     else:
-        total = probs.sum(axis=1)
+        total = probs.sum(axis=1, dtype=np.float64)
     with np.errstate(divide="ignore"):
         log_z = np.log(total) + peak
     if method == "gumbel_max":
-        race = np.empty_like(probs)
+        race = np.empty(probs.shape)  # float64 whatever the rows: one stream of exponentials
         for rng, out in zip(rngs, race):
             rng.standard_exponential(out=out)
         np.maximum(race, _TINY, out=race)  # an exact 0 would make 0/0 = NaN win argmax
@@ -240,7 +253,7 @@ def _sample_rows(
     elif method == "multinomial":
         idx = np.array(
             [
-                rng.choice(v, p=p / t) if t > 0 else 0
+                rng.choice(v, p=p.astype(np.float64) / t) if t > 0 else 0
                 for rng, p, t in zip(rngs, probs, total)
             ]
         )

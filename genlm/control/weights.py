@@ -45,14 +45,17 @@ def fold_nan(x: Any) -> Any:
     """Map NaN log weights to `-inf`; a `+inf` log weight is an error.
 
     A tensor is folded on its device; its `+inf` entries are reported by the draw
-    that reads the row back (checking here would read it back).
+    that reads the row back (checking here would read it back). A NumPy row stays
+    float32 when it is float32 and is float64 otherwise.
 
     Raises:
         ValueError: if any entry of a NumPy row is `+inf`.
     """
     if is_tensor(x):
         return fold_nan_tensor(x)
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(x)
+    if x.dtype != np.float32:  # float32 rows (a model's) stay float32
+        x = np.asarray(x, dtype=np.float64)
     if x.size:
         top = x.max()  # NaN when any entry is NaN
         if top < np.inf:

@@ -242,11 +242,14 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
     so contexts that share a row cost no second pass. Each row is written once: the
     vocabulary's runs of consecutive ids are copied into place (one gather when its
     ids are scattered), on a CPU row by row when `order` repeats rows. With
-    `on_device` the block stays a tensor on the log probabilities' device (float32,
-    float64 stays float64; half precision is upcast before the EOS sum); otherwise it
-    is one float64 NumPy block (one host transfer).
+    `on_device` the block stays a tensor on the log probabilities' device; otherwise
+    it is one NumPy block (one host transfer). Either way float32 stays float32 and
+    float64 stays float64, and half precision is widened to float32 (on a device
+    before the EOS sum, on the host after it): widening a model's float32 log
+    probabilities further adds no accuracy, and every pass over a 128k-token row
+    costs twice as much in float64.
     """
-    if on_device and logprobs.dtype not in (torch.float32, torch.float64):
+    if on_device and logprobs.dtype not in _FULL:
         logprobs = logprobs.float()
     runs = maps.vocab_runs
     if runs is None:  # scattered ids: one gather, then the rows in order
@@ -254,9 +257,8 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
         return _in_order(logprobs, order, on_device)
     eos = eos_of(logprobs, maps)
     n = len(logprobs) if order is None else len(order)
-    dtype = logprobs.dtype if on_device else torch.float64
     device = logprobs.device if on_device else "cpu"
-    block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=dtype, device=device)
+    block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=_full(logprobs.dtype), device=device)
     if order is None:
         pairs = [(block, logprobs)]
     elif logprobs.device.type == "cpu":  # row by row: a copy per row and run is cheap here
@@ -286,7 +288,15 @@ def _with_eos_last(logprobs: torch.Tensor, maps: TokenMaps) -> torch.Tensor:
 def _in_order(rows: torch.Tensor, order: Any, on_device: bool) -> Any:
     if order is not None:
         rows = rows.index_select(0, torch.as_tensor(order, device=rows.device))
-    return rows if on_device else rows.to("cpu", torch.float64).numpy()
+    return rows if on_device else rows.to("cpu", _full(rows.dtype)).numpy()
+
+
+_FULL = (torch.float32, torch.float64)
+
+
+def _full(dtype: torch.dtype) -> torch.dtype:
+    """`dtype` when it is float32 or float64, else float32 (half precision widened)."""
+    return dtype if dtype in _FULL else torch.float32
 
 
 ROWS = ("auto", "device", "host")
