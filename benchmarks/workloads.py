@@ -147,13 +147,14 @@ def synthetic_workloads(sizes: list[int]) -> list[Workload]:
     from genlm.control.potential.base import Potential
 
     class FixedRowLM(Potential):
-        """`logw_next(ctx)` is one fixed Zipf-like row after every context."""
+        """`logw_next(ctx)` is one fixed Zipf-like row after every context, in float32
+        as a `PromptedLLM`'s rows on the CPU are (the model's own precision)."""
 
         def __init__(self, vocab: list[bytes], seed: int = 0):
             super().__init__(vocab)
             ranks = np.random.default_rng(seed).permutation(len(vocab) + 1) + 1.0
             row = -1.1 * np.log(ranks)
-            self.row = row - np.logaddexp.reduce(row)
+            self.row = (row - np.logaddexp.reduce(row)).astype(np.float32)
 
         async def logw_next(self, context):
             return self.make_lazy_weights(self.row.copy())
@@ -164,7 +165,7 @@ def synthetic_workloads(sizes: list[int]) -> list[Workload]:
         async def batch_eos_entries(self, contexts):
             # as a PromptedLLM does (`fast_paths.EosEntries`): the end twist reads
             # the EOS entries without a second row per context
-            return np.full(len(contexts), self.row[-1])
+            return np.full(len(contexts), float(self.row[-1]))
 
         async def prefix(self, context):
             return float(sum(self.row[self.lookup[t]] for t in context))
@@ -175,7 +176,7 @@ def synthetic_workloads(sizes: list[int]) -> list[Workload]:
     out = []
     for size in sizes:
         lm = FixedRowLM(synthetic_vocab(size))
-        logits = torch.from_numpy(lm.row)
+        logits = torch.from_numpy(lm.row.astype(np.float64))  # the floor as before (it draws in float32)
         floor = (lambda lg: lambda seed, draw="inverse_cdf": row_floor(lg, 10, MAX_TOKENS, seed, draw))(logits)
         label = f"{size // 1024}k"
         out.append(Workload(f"synthetic {label}: direct, N=10", 10, MAX_TOKENS, smc_job(direct_token_sampler(lm), 10), floor, per_step=True))
