@@ -94,6 +94,35 @@ async def test_pasts_from_several_forwards_stack_in_any_order(hf):
     assert lm.forwards == 3
 
 
+async def test_rows_at_positions_are_the_ordered_rows_read_in_place(hf):
+    """After a resampling the forward's rows follow its key/value states, not the keys'
+    order: `batch_next_token_logprobs_at` answers the forward's own block and where each
+    key's row lies in it (no copy), and those rows are `batch_next_token_logprobs`'s,
+    bit for bit; concurrent callers each get their own positions in the shared block."""
+    lm, twin = fresh(hf), fresh(hf)
+    p = tuple(hf[1].encode("Each value"))
+    parents = [p + (t,) for t in (1, 2, 3, 4)]
+    for m in (lm, twin):
+        await m.batch_next_token_logprobs(parents)
+    keys = [parents[2] + (5,), parents[0] + (6,), parents[3] + (7,), parents[0] + (8,)]  # resampled order
+    block, at = await lm.batch_next_token_logprobs_at(keys)
+    want = await twin.batch_next_token_logprobs(keys)
+    assert at is not None and sorted(at.tolist()) == list(range(len(keys)))
+    assert at.tolist() != list(range(len(keys)))  # the forward's order differs from the keys'
+    assert torch.equal(block[torch.as_tensor(at)], want)
+    assert_rows(lm, keys, block[torch.as_tensor(at)])
+    # rows already in the keys' order come back as they are (positions None)
+    again, none = await lm.batch_next_token_logprobs_at([keys[i] for i in np.argsort(at)])
+    assert none is None and again.data_ptr() == block.data_ptr()
+    # two callers in one pass: one forward, each caller's positions into the same block
+    more = [[k + (9,) for k in keys[:2]], [k + (9,) for k in keys[2:]]]
+    (b1, at1), (b2, at2) = await asyncio.gather(*(lm.batch_next_token_logprobs_at(m) for m in more))
+    assert b1 is b2 and lm.forwards == 3
+    wants = await asyncio.gather(*(twin.batch_next_token_logprobs(m) for m in more))  # the same batching
+    for want_m, at_m in zip(wants, (at1, at2)):
+        assert at_m is not None and torch.equal(b1[torch.as_tensor(at_m)], want_m)
+
+
 async def test_sync_forms_and_cache_kv(hf):
     lm = fresh(hf)
     ids = hf[1].encode("Return the value")

@@ -28,7 +28,7 @@ async def test_rows_from_the_kept_block_and_repeats_equal_fresh_rows(backend, ro
     llm = PromptedLLM(backend, rows=rows)
     contexts = _contexts(llm)
     backend.clear_cache()
-    llm._logprobs, fetched = counting_calls(llm._logprobs)
+    llm._logprobs_at, fetched = counting_calls(llm._logprobs_at)
     first = await llm.batch_logw_next(contexts)  # a forward; the block is kept
     again = await llm.batch_logw_next(
         [contexts[3], contexts[0], contexts[0]]

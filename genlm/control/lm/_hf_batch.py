@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, NamedTuple, Sequence
 
+import numpy as np
 import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
@@ -259,7 +260,19 @@ class CachedTransformer(AsyncTransformer):
         """`[len(token_ids_list), V]` next-token log probabilities; concurrent calls made
         in one event-loop pass share one forward."""
         keys = _keys(token_ids_list)
-        return await self._window.submit((keys, lora_name))
+        return await self._window.submit((keys, lora_name, False))
+
+    async def batch_next_token_logprobs_at(self, token_ids_list, lora_name=None) -> tuple[torch.Tensor, np.ndarray | None]:
+        """`(block, positions)`: row `positions[i]` of `block` holds the next-token log
+        probabilities after `token_ids_list[i]` (`positions` None: row `i`).
+
+        The rows as the forward left them: after resampling a forward's rows follow
+        its key/value states, not the callers' order, and `batch_next_token_logprobs`
+        copies them into that order; a caller that copies the rows anyway (as
+        `PromptedLLM` does into its vocabulary's layout) reads them in place instead.
+        The block is read-only to callers."""
+        keys = _keys(token_ids_list)
+        return await self._window.submit((keys, lora_name, True))
 
     def next_token_logprobs_sync(self, token_ids, lora_name=None) -> torch.Tensor:
         return self.batch_next_token_logprobs_sync([token_ids], lora_name=lora_name)[0]
@@ -272,18 +285,22 @@ class CachedTransformer(AsyncTransformer):
         """Evaluate `prompt_tokens` so that queries extending it start from its states."""
         self.evaluate(_keys([prompt_tokens]), lora_name)
 
-    async def _flush(self, requests: list[tuple[list, Any]]) -> list[torch.Tensor]:
+    async def _flush(self, requests: list[tuple[list, Any, bool]]) -> list[Any]:
         by_lora: dict[Any, list[int]] = {}
-        for i, (_, lora) in enumerate(requests):
+        for i, (_, lora, _) in enumerate(requests):
             by_lora.setdefault(lora, []).append(i)
         out: list[Any] = [None] * len(requests)
         for lora, members in by_lora.items():
             keys = [k for i in members for k in requests[i][0]]
-            rows = self.evaluate(keys, lora)
+            block, positions = self._evaluate_at(keys, lora)
             start = 0
             for i in members:
                 n = len(requests[i][0])
-                out[i] = rows[start : start + n]
+                at = None if positions is None else positions[start : start + n]
+                if requests[i][2]:  # the block and where each key's row lies in it
+                    out[i] = (block, np.arange(start, start + n) if at is None and (start or n != len(block)) else at)
+                else:
+                    out[i] = block[start : start + n] if at is None else _rows_at(block, at)
                 start += n
         return out
 
@@ -297,6 +314,13 @@ class CachedTransformer(AsyncTransformer):
     def evaluate(self, keys: Sequence[tuple], lora_name: str | None = None) -> torch.Tensor:
         """Next-token log probabilities after each key (float32, on the model's device), from the
         cache and at most `ceil(groups / batch_size)` forwards."""
+        block, positions = self._evaluate_at(keys, lora_name)
+        return block if positions is None else _rows_at(block, positions)
+
+    @torch.no_grad()
+    def _evaluate_at(self, keys: Sequence[tuple], lora_name: str | None = None) -> tuple[torch.Tensor, np.ndarray | None]:
+        """`evaluate` as `(block, positions)` (see `batch_next_token_logprobs_at`): no
+        copy when every row lies in one forward's block."""
         cache = self.prefix_cache(lora_name)
         rows: dict[tuple, torch.Tensor] = {}
         missing = []
@@ -315,8 +339,8 @@ class CachedTransformer(AsyncTransformer):
             with intra_op_threads(self.threads):
                 for i in range(0, len(groups), self.batch_size):
                     rows.update(self._forward(groups[i : i + self.batch_size], cache))
-        # a view of one forward's block when the rows lie back to back in it, in order
-        return tensor_block([rows[k] for k in keys])
+        # one forward's block (a view when the rows lie back to back in it, in order)
+        return block_positions([rows[k] for k in keys])
 
     def _forward(self, groups: list[Group], cache: PrefixCache) -> dict[tuple, torch.Tensor]:
         """One forward over the new tokens of every group; stores states and rows."""
@@ -373,6 +397,35 @@ class CachedTransformer(AsyncTransformer):
             result[k] = logprobs[r]
             cache.put(k, None, None, logprobs[r], row_block)
         return result
+
+
+def block_positions(rows: Sequence[torch.Tensor]) -> tuple[torch.Tensor, np.ndarray | None]:
+    """`(block, positions)` with `block[positions[i]]` equal to `rows[i]`: the rows'
+    common 2-D block when they are all rows of one, else their stacked copy
+    (`positions` None: row `i`, also when the rows are the block's consecutive rows)."""
+    first = rows[0]
+    base = first._base
+    if (
+        base is not None
+        and base.dim() == 2
+        and base.is_contiguous()
+        and first.dim() == 1
+        and base.shape[1] == first.shape[0]
+        and all(r._base is base and r.is_contiguous() for r in rows)
+    ):
+        step = first.shape[0] * first.element_size()
+        origin = base.data_ptr()
+        at = np.fromiter(((r.data_ptr() - origin) // step for r in rows), dtype=np.intp, count=len(rows))
+        start = int(at[0])
+        if np.array_equal(at, np.arange(start, start + len(rows))):
+            return base[start : start + len(rows)], None
+        return base, at
+    return tensor_block(list(rows)), None
+
+
+def _rows_at(block: torch.Tensor, positions: np.ndarray) -> torch.Tensor:
+    """Rows `positions` of `block` as a new block (one gather)."""
+    return block.index_select(0, torch.as_tensor(positions, device=block.device))
 
 
 def _keys(token_ids_list) -> list[tuple]:

@@ -31,16 +31,17 @@ class LastRows:
     ) -> tuple[Any, np.ndarray | None]:
         """`(block, positions)`: row `positions[i]` of `block` is the log probabilities
         after `keys[i]` (`positions` None: row `i`). The block is fetched with
-        `fetch(keys)` unless the latest block, under the same `setting`, holds every key."""
+        `fetch(keys)`, which answers `(block, positions)` in the same sense, unless the
+        latest block, under the same `setting`, holds every key."""
         index = self._index
         if self._block is not None and setting == self._setting and all(k in index for k in keys):
             return self._block, np.fromiter(
                 (index[k] for k in keys), dtype=np.intp, count=len(keys)
             )
-        block = await fetch(list(keys))
+        block, positions = await fetch(list(keys))
         self._setting, self._block = setting, block
-        self._index = {k: i for i, k in enumerate(keys)}
-        return block, None
+        self._index = {k: i for i, k in enumerate(keys)} if positions is None else dict(zip(keys, positions.tolist()))
+        return block, positions
 
     def clear(self) -> None:
         self._setting, self._index, self._block = None, {}, None

@@ -308,6 +308,21 @@ class PromptedLLM(Potential, HeldByRuns):
 
     async def _logprobs(self, keys: Sequence[tuple]) -> torch.Tensor:
         """Tempered next-token log probabilities after each id sequence, in one backend batch."""
+        return await self._ask(keys, "batch_next_token_logprobs")
+
+    async def _logprobs_at(self, keys: Sequence[tuple]) -> tuple[torch.Tensor, np.ndarray | None]:
+        """`(block, positions)`: the tempered log probabilities after `keys[i]` are row
+        `positions[i]` of `block` (None: row `i`). A backend that can answer where its
+        forward left the rows (`batch_next_token_logprobs_at`, the HF backend) is not
+        asked to copy them into the keys' order: `next_token_rows` reads them in place."""
+        if getattr(self.model, "batch_next_token_logprobs_at", None) is None:
+            return await self._logprobs(keys), None
+        block, positions = await self._ask(keys, "batch_next_token_logprobs_at")
+        return temper(block, self._temperature), positions
+
+    async def _ask(self, keys: Sequence[tuple], method: str) -> Any:
+        """`self.model.<method>` of the id sequences, checked against the model's
+        length, shielded, and tempered when it is a block."""
         kw = {} if self.lora_name is None else {"lora_name": self.lora_name}
         limit = _max_positions(self.model)
         longest = max((len(k) for k in keys), default=0)
@@ -320,9 +335,7 @@ class PromptedLLM(Potential, HeldByRuns):
         # set every result of the batch at once, which fails on a cancelled future and
         # would then fail the other prompts' queries too. A cancelled caller leaves its
         # queries to finish unobserved instead.
-        queries = asyncio.ensure_future(
-            self.model.batch_next_token_logprobs([list(k) for k in keys], **kw)
-        )
+        queries = asyncio.ensure_future(getattr(self.model, method)([list(k) for k in keys], **kw))
         queries.add_done_callback(_retrieve)
         try:
             rows = await asyncio.shield(queries)
@@ -332,7 +345,7 @@ class PromptedLLM(Potential, HeldByRuns):
             raise ValueError(
                 f"LoRA adapter {self.lora_name!r} is not available on {type(self.model).__name__}: {exc}"
             ) from exc
-        return temper(rows, self._temperature)
+        return rows if isinstance(rows, tuple) else temper(rows, self._temperature)
 
     async def _block_of(self, contexts: Sequence[list]) -> tuple[torch.Tensor, np.ndarray | None]:
         """The log probabilities after each context as `(block, order)`: context `i`'s
@@ -344,7 +357,7 @@ class PromptedLLM(Potential, HeldByRuns):
         uniq, inverse = _unique(keys)
         # a closed backend answers nothing, kept rows included (its error names it)
         setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
-        block, positions = await self._last_rows.rows(uniq, setting, self._logprobs)
+        block, positions = await self._last_rows.rows(uniq, setting, self._logprobs_at)
         return block, compose(positions, None if len(uniq) == len(keys) else inverse)
 
     async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
