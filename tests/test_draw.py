@@ -193,6 +193,26 @@ def test_rows_of_one_block_are_drawn_in_place_and_others_are_stacked():
     np.testing.assert_array_equal(stack([r[:4] for r in wide]), np.zeros((3, 4)))
 
 
+def test_tensor_rows_of_one_block_are_read_in_place():
+    """Consecutive rows of one block come back as a view of it; permuted whole rows as
+    the block and their positions in it; views that straddle two rows are copied."""
+    import torch
+
+    from genlm.control._torch_rows import block_positions, tensor_block
+
+    block = torch.arange(12.0).reshape(3, 4).clone()  # a block of its own (no base)
+    view, at = block_positions(list(block[1:]))
+    assert at is None and view.data_ptr() == block[1].data_ptr() and torch.equal(view, block[1:])
+    same, at = block_positions([block[2], block[0], block[1]])
+    assert same is block and at.tolist() == [2, 0, 1]
+    assert torch.equal(tensor_block([block[2], block[0], block[1]]), block[[2, 0, 1]])
+    flat = block.view(-1)
+    straddling = [flat[2:6], flat[6:10]]  # not rows of `block`, though views of it
+    copy, at = block_positions(straddling)
+    assert at is None and copy.data_ptr() != block.data_ptr()
+    assert torch.equal(copy, torch.stack(straddling))
+
+
 def _masked_reference(rows, allowed, u):
     """The inverse-CDF draw and log-sum of `where(allowed, rows, -inf)`, by a full
     cumulative sum in float64 (no shortcut)."""

@@ -32,7 +32,7 @@ import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
-from genlm.control._torch_rows import tensor_block
+from genlm.control._torch_rows import block_positions, rows_at
 from genlm.control.lm._kv_cache import KV, Block, PrefixCache, tensor_bytes
 from genlm.control.lm._threads import (
     SMALL_MODEL_PARAMS,
@@ -296,11 +296,13 @@ class CachedTransformer(AsyncTransformer):
             start = 0
             for i in members:
                 n = len(requests[i][0])
-                at = None if positions is None else positions[start : start + n]
-                if requests[i][2]:  # the block and where each key's row lies in it
-                    out[i] = (block, np.arange(start, start + n) if at is None and (start or n != len(block)) else at)
+                wants_at = requests[i][2]  # the block and where each key's row lies in it
+                if positions is None:  # the rows in order: this request's slice
+                    rows = block[start : start + n]
+                    out[i] = (rows, None) if wants_at else rows
                 else:
-                    out[i] = block[start : start + n] if at is None else _rows_at(block, at)
+                    at = positions[start : start + n]
+                    out[i] = (block, at) if wants_at else rows_at(block, at)
                 start += n
         return out
 
@@ -315,7 +317,7 @@ class CachedTransformer(AsyncTransformer):
         """Next-token log probabilities after each key (float32, on the model's device), from the
         cache and at most `ceil(groups / batch_size)` forwards."""
         block, positions = self._evaluate_at(keys, lora_name)
-        return block if positions is None else _rows_at(block, positions)
+        return block if positions is None else rows_at(block, positions)
 
     @torch.no_grad()
     def _evaluate_at(self, keys: Sequence[tuple], lora_name: str | None = None) -> tuple[torch.Tensor, np.ndarray | None]:
@@ -397,35 +399,6 @@ class CachedTransformer(AsyncTransformer):
             result[k] = logprobs[r]
             cache.put(k, None, None, logprobs[r], row_block)
         return result
-
-
-def block_positions(rows: Sequence[torch.Tensor]) -> tuple[torch.Tensor, np.ndarray | None]:
-    """`(block, positions)` with `block[positions[i]]` equal to `rows[i]`: the rows'
-    common 2-D block when they are all rows of one, else their stacked copy
-    (`positions` None: row `i`, also when the rows are the block's consecutive rows)."""
-    first = rows[0]
-    base = first._base
-    if (
-        base is not None
-        and base.dim() == 2
-        and base.is_contiguous()
-        and first.dim() == 1
-        and base.shape[1] == first.shape[0]
-        and all(r._base is base and r.is_contiguous() for r in rows)
-    ):
-        step = first.shape[0] * first.element_size()
-        origin = base.data_ptr()
-        at = np.fromiter(((r.data_ptr() - origin) // step for r in rows), dtype=np.intp, count=len(rows))
-        start = int(at[0])
-        if np.array_equal(at, np.arange(start, start + len(rows))):
-            return base[start : start + len(rows)], None
-        return base, at
-    return tensor_block(list(rows)), None
-
-
-def _rows_at(block: torch.Tensor, positions: np.ndarray) -> torch.Tensor:
-    """Rows `positions` of `block` as a new block (one gather)."""
-    return block.index_select(0, torch.as_tensor(positions, device=block.device))
 
 
 def _keys(token_ids_list) -> list[tuple]:
