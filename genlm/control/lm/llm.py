@@ -308,7 +308,7 @@ class PromptedLLM(Potential, HeldByRuns):
 
     async def _logprobs(self, keys: Sequence[tuple]) -> torch.Tensor:
         """Tempered next-token log probabilities after each id sequence, in one backend batch."""
-        return await self._ask(keys, "batch_next_token_logprobs")
+        return temper(await self._ask(keys, "batch_next_token_logprobs"), self._temperature)
 
     async def _logprobs_at(self, keys: Sequence[tuple]) -> tuple[torch.Tensor, np.ndarray | None]:
         """`(block, positions)`: the tempered log probabilities after `keys[i]` are row
@@ -321,8 +321,8 @@ class PromptedLLM(Potential, HeldByRuns):
         return temper(block, self._temperature), positions
 
     async def _ask(self, keys: Sequence[tuple], method: str) -> Any:
-        """`self.model.<method>` of the id sequences, checked against the model's
-        length, shielded, and tempered when it is a block."""
+        """`self.model.<method>` of the id sequences (untempered), checked against the
+        model's length and shielded."""
         kw = {} if self.lora_name is None else {"lora_name": self.lora_name}
         limit = _max_positions(self.model)
         longest = max((len(k) for k in keys), default=0)
@@ -345,7 +345,7 @@ class PromptedLLM(Potential, HeldByRuns):
             raise ValueError(
                 f"LoRA adapter {self.lora_name!r} is not available on {type(self.model).__name__}: {exc}"
             ) from exc
-        return rows if isinstance(rows, tuple) else temper(rows, self._temperature)
+        return rows
 
     async def _block_of(self, contexts: Sequence[list]) -> tuple[torch.Tensor, np.ndarray | None]:
         """The log probabilities after each context as `(block, order)`: context `i`'s
