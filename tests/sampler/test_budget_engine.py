@@ -248,3 +248,45 @@ def test_the_engine_reads_its_twins_largest_bound_and_changes_no_draw(llm, name,
     slow, made_slow = run()
     assert fast == slow
     assert made_fast < made_slow
+
+
+class _KeptTwin:
+    """A twin whose bound is a block it keeps and hands out as it is (allowed by
+    `TokensToFinish`): row 0 finite, row 1 all `inf` (dead under the twin)."""
+
+    def __init__(self, width: int, grammar: bool):
+        self.block = np.full((2, width), np.inf)
+        self.block[0] = np.arange(width, dtype=np.float64)
+        if grammar:
+            self._class_trie = lambda: ([0], None)  # read near the horizon only
+
+    async def batch_tokens_to_finish(self, contexts):
+        assert len(contexts) <= 2
+        return self.block[: len(contexts)]
+
+
+@pytest.mark.parametrize("grammar", [False, True])
+def test_the_engine_reads_its_twins_block_without_writing_it(llm, grammar):
+    """Every context near: the twin's rows as they are, a row dead under the twin read
+    as 0 (prune nothing); a grammar's twin read within `budget_within` tokens of the
+    horizon only (0 elsewhere); the twin's own block never written."""
+    condition = engine_condition(llm, "lark")
+    width = len(condition.vocab_eos)
+    twin = _KeptTwin(width, grammar)
+    kept = twin.block.copy()
+    condition._twin = twin
+    contexts = [[], [llm.vocab[1]], [llm.vocab[1]] * 5]
+
+    async def bounds(cs, m):
+        with using_horizon(m):
+            return await condition.batch_tokens_to_finish(cs)
+
+    got = asyncio.run(bounds(contexts[:2], 3))  # both near: 1 and 0 tokens left
+    assert np.array_equal(got[0], kept[0]) and (got[1] == 0).all()
+    assert np.array_equal(twin.block, kept)
+    got = asyncio.run(bounds(contexts[:1], 3))
+    assert np.array_equal(got[0], kept[0])
+    if grammar:  # a horizon of 4 leaves 2, 1 and -3 tokens: the first context is far
+        got = asyncio.run(bounds(contexts, 4))
+        assert (got[0] == 0).all() and np.array_equal(got[1], kept[0]) and (got[2] == 0).all()
+    assert np.array_equal(twin.block, kept)

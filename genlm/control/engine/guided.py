@@ -417,13 +417,18 @@ class GuidedCoerced(Coerced):
         horizon, 0 elsewhere: prune nothing); a context the twin finds dead (possible only where the
         engine's language is not a subset of the twin's) prunes nothing."""
         twin = self._budget_twin()
-        rows = np.zeros((len(contexts), len(self.vocab_eos)))
         near = self._near(twin, contexts)
-        if near:
-            got = await fast_paths.tokens_to_finish(twin)([contexts[k] for k in near])
-            got = np.array(got, dtype=np.float64)
-            got[~(got < np.inf).any(axis=1)] = 0.0
-            rows[near] = got
+        if not near:
+            return np.zeros((len(contexts), len(self.vocab_eos)))
+        # the twin's block is read, not written (it may be one the twin keeps): with
+        # every context near and none dead it is the answer as it is, else one copy
+        got = np.asarray(await fast_paths.tokens_to_finish(twin)([contexts[k] for k in near]), dtype=np.float64)
+        dead = ~(got < np.inf).any(axis=1)
+        if len(near) == len(contexts):
+            return np.where(dead[:, None], 0.0, got) if dead.any() else got
+        rows = np.zeros((len(contexts), len(self.vocab_eos)))
+        rows[near] = got
+        rows[np.asarray(near)[dead]] = 0.0
         return rows
 
     def _near(self, twin: Any, contexts: Sequence[Sequence[Any]]) -> list[int]:

@@ -132,11 +132,10 @@ class CoercedDFA(StateRowCoerced):
         """Per next token, the fewest tokens after it to an accepted string (`inf`: none;
         EOS: 0 where the context is accepted). Exact while at most
         `max_budget_states` automaton states are reachable, else the byte bound."""
-        out = np.full((len(contexts), len(self.vocab_eos)), np.inf)
+        out = np.empty((len(contexts), len(self.vocab_eos)))
         for i, context in enumerate(contexts):
             q = self._state(context)
-            if q is not None:
-                out[i] = self._budget_rows.get(q)
+            out[i] = np.inf if q is None else self._budget_rows.get(q)
         return out
 
     @cached_property
