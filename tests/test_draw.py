@@ -306,7 +306,7 @@ def test_float32_rows_draw_as_their_float64_upcast(seed):
     to float32 precision; masks, faint allowed mass (redone against the allowed
     peak), -inf entries and empty rows included."""
     gen = np.random.default_rng(seed)
-    n, v = 8, 5000
+    n, v = 11, 5000
     rows = gen.normal(scale=3.0, size=(n, v)).astype(np.float32)
     allowed = gen.random((n, v)) < 0.5
     rows[1, ~allowed[1]] += 120.0  # allowed mass e^-120 under the row's peak (0 in float32): redone
@@ -315,6 +315,12 @@ def test_float32_rows_draw_as_their_float64_upcast(seed):
     allowed[4] = False
     allowed[5] = False
     allowed[5, 17] = True
+    # rows read unshifted only where their mass is in range; these are redone:
+    rows[6] += 95.0  # every entry's exp overflows float32 (masked-out ones become NaN)
+    rows[7] -= 140.0  # all mass under float32's smallest number
+    rows[8] -= 70.0  # mass about e^-61: entries half-lost to subnormals
+    rows[9, ~allowed[9]] += 80.0  # finite but the allowed mass is e^-80 of the row's
+    rows[10, :7] = 100.0  # a few entries overflow, the rest are ordinary
     u = np.array([np.random.default_rng(100 + i).random() for i in range(n)])
     for mask in (None, allowed):
         got_idx, got_z = draw_mod._sample_rows(rows, [np.random.default_rng(100 + i) for i in range(n)], "inverse_cdf", mask)
@@ -327,7 +333,7 @@ def test_float32_rows_draw_as_their_float64_upcast(seed):
             assert a[i, got_idx[i]] and np.isfinite(rows[i, got_idx[i]])
             if got_idx[i] != ref_idx[i]:
                 assert _boundary_gap(rows[i].astype(np.float64), a[i], u[i], got_idx[i], ref_idx[i]) < 1e-5
-            assert got_z[i] == pytest.approx(ref_z[i], abs=1e-5)
+            assert got_z[i] == pytest.approx(ref_z[i], abs=1e-5), (i, mask is None)
     assert got_idx[5] == 17 and got_z[5] == pytest.approx(float(rows[5, 17]), abs=1e-6)
 
 
@@ -356,3 +362,28 @@ def test_float32_rows_follow_their_probabilities(name, method):
     for k, p in zip([3, 10, 20, 40], probs):
         sd = math.sqrt(p * (1 - p) / len(hits))
         assert abs(hits.count(k) / len(hits) - p) < 5 * sd
+
+
+@pytest.mark.parametrize("v", [1, 63, 64, 65, 200, 4097])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_sums_are_the_sums_of_each_block(v, dtype):
+    """`_block_sums` (whole blocks through a view, the short last block apart) gives
+    the sums of the blocks of `_BLOCK` entries that `np.add.reduceat` gives, to the
+    masses' rounding; the draw locates the same entries from either."""
+    gen = np.random.default_rng(v)
+    probs = gen.random((3, v)).astype(dtype)
+    probs[1, ::7] = 0.0
+    got = draw_mod._block_sums(probs)
+    want = np.add.reduceat(probs, np.arange(0, v, draw_mod._BLOCK), axis=1)
+    assert got.shape == want.shape and got.dtype == probs.dtype
+    assert np.allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-13, atol=0)
+    u = gen.random(3)
+    idx, total = draw_mod._locate(probs, u)
+    cdf = np.cumsum(probs.astype(np.float64), axis=1)
+    for r in range(3):
+        assert total[r] == pytest.approx(cdf[r, -1], rel=1e-6)
+        if total[r] == 0:  # a row without mass (v = 1 and its one entry zeroed)
+            continue
+        assert probs[r, idx[r]] > 0
+        j = int(np.searchsorted(cdf[r], u[r] * cdf[r, -1], side="right"))
+        assert idx[r] == j or abs(u[r] * cdf[r, -1] - cdf[r, min(idx[r], j)]) < 1e-5 * cdf[r, -1]
