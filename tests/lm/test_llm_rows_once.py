@@ -9,6 +9,7 @@ from toys.core import counting_calls
 
 from genlm.control import PromptedLLM
 from genlm.control.embedded import EMBEDDED_MODEL
+from genlm.control.lm import token_maps
 from genlm.control.lm.token_maps import next_token_rows
 from genlm.control.potential import fast_paths
 
@@ -53,10 +54,13 @@ async def test_eos_entries_are_the_rows_last_entries_bit_for_bit(backend):
     assert (await llm.batch_eos_entries([])).shape == (0,)
 
 
-def test_ordered_rows_equal_indexed_rows():
+@pytest.mark.parametrize("gather_width", [0, 1 << 30])  # host rows row by row / one gather
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_ordered_rows_equal_indexed_rows(monkeypatch, gather_width, dtype):
+    monkeypatch.setattr(token_maps, "_GATHER_WIDTH", gather_width)
     llm = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
     maps = llm.token_maps
-    logprobs = torch.log_softmax(torch.randn(3, len(maps.decode)), dim=-1)
+    logprobs = torch.log_softmax(torch.randn(3, len(maps.decode)), dim=-1).to(dtype)
     order = np.array([2, 0, 2, 1, 0])
     for on_device in (False, True):
         whole = next_token_rows(logprobs, maps, on_device)

