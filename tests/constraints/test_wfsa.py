@@ -275,6 +275,31 @@ async def test_compiled_coercion_equals_the_trie_walk(pattern, cls):
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("cls", [WFSA, BoolFSA])
+def test_states_kept_per_image_equal_the_forward_walk(pattern, cls):
+    """`CoercedDFA._state` steps a context's last token from its parent's kept state:
+    on contexts extended token by token (empty tokens, a split UTF-8 character, dead
+    contexts and their extensions included) and on contexts asked cold, in random
+    order, it equals the state read from the automaton's forward vector; a spawn
+    starts with nothing kept."""
+    fsa = _cached(cls, pattern)
+    fast = fsa.coerce(SMALL_VOCAB, f=b"".join)
+    rng = np.random.default_rng(7)
+    paths = [list(rng.choice(len(SMALL_VOCAB), size=6)) for _ in range(40)]
+    asked = []
+    for path in paths:  # as SMC asks: every prefix, one token more each time
+        asked += [[SMALL_VOCAB[i] for i in path[:k]] for k in range(len(path) + 1)]
+    cold = [[SMALL_VOCAB[i] for i in rng.choice(len(SMALL_VOCAB), size=int(k))] for k in rng.integers(1, 8, 60)]
+    order = rng.permutation(len(asked) + len(cold))
+    every = asked + cold
+    for j in [*range(len(asked)), *order.tolist()]:
+        context = every[j]
+        assert fast._state(context) == fast._forward_state(b"".join(context)), context
+    assert len(fast._by_image) > 0
+    assert "_by_image" not in fast.spawn().__dict__
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("cls", [WFSA, BoolFSA])
 async def test_allowed_next_agrees_with_prefix_and_complete(pattern, cls):
     fsa = _cached(cls, pattern)
     rng = np.random.default_rng(1)

@@ -21,11 +21,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from genlm.control._lru import LRU
 from genlm.control._state_cache import RowCache
 from genlm.control.constraints._state_rows import StateRowCoerced
 from genlm.control.constraints.fsa._fsa_budget import TokenDistances, byte_distances
 from genlm.control.weights import NEG_INF
 
+_MISS = object()
 _FEW = 8  # up to this many tokens (and no cached row), `allowed_next` walks their bytes
 
 
@@ -61,12 +63,58 @@ class CoercedDFA(StateRowCoerced):
         return bool(self.potential.automaton.boolean)
 
     def _state(self, context) -> int | None:
-        """The automaton state after `context`; None when the context has weight zero."""
-        fwd = self.potential.forward(self._map(context))
+        """The automaton state after `context`; None when the context has weight zero.
+
+        Kept per context image (its bytes): a context one token past a kept one
+        steps that token's bytes through `delta` from the kept state, so a step of
+        SMC costs each particle its last token, not a walk back over its context's
+        bytes (the automaton's prefix cache, which any other context reads)."""
+        image = self.f(list(context))
+        if not isinstance(image, bytes):
+            return self._forward_state(image)
+        kept = self._by_image
+        q = kept.get(image, _MISS)
+        if q is not _MISS:
+            return q
+        if context:
+            cut = len(image) - len(self.f([context[-1]]))
+            parent = kept.peek(image[:cut], _MISS) if cut >= 0 else _MISS
+            if parent is None:  # a context past a dead one is dead
+                q = None
+            elif parent is not _MISS:
+                q = self._step_bytes(parent, image[cut:])
+        if q is _MISS:
+            q = self._forward_state(image)
+        kept.put(image, q)
+        return q
+
+    def _forward_state(self, image) -> int | None:
+        fwd = self.potential.forward(list(image))
         if fwd is None:
             return None
         q = int(np.argmax(fwd.alpha))
         return q if self.potential.automaton.beta[q] > 0 else None
+
+    def _step_bytes(self, q: int, data: bytes) -> int | None:
+        """The state after `data` from the live state `q` (None once no path reads it,
+        or where acceptance is out of reach)."""
+        a = self.potential.automaton
+        delta = a.delta
+        for b in data:
+            q = int(delta[q, b])
+            if q < 0:
+                return None
+        return q if a.beta[q] > 0 else None
+
+    def spawn(self) -> "CoercedDFA":
+        c = super().spawn()
+        c.__dict__.pop("_by_image", None)  # a spawn keeps its own (a copy may run on another thread)
+        return c
+
+    @cached_property
+    def _by_image(self) -> LRU:
+        """Context image (bytes) -> `_state`, at most as many as the automaton's cache."""
+        return LRU(self.potential.cache_size)
 
     def _trie_states(self, q: int) -> np.ndarray:
         """Per trie node, the automaton state and path log weight from state `q`
