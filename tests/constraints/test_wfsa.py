@@ -275,12 +275,13 @@ async def test_compiled_coercion_equals_the_trie_walk(pattern, cls):
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("cls", [WFSA, BoolFSA])
-def test_states_kept_per_image_equal_the_forward_walk(pattern, cls):
+async def test_states_kept_per_image_equal_the_forward_walk(pattern, cls):
     """`CoercedDFA._state` steps a context's last token from its parent's kept state:
     on contexts extended token by token (empty tokens, a split UTF-8 character, dead
     contexts and their extensions included) and on contexts asked cold, in random
-    order, it equals the state read from the automaton's forward vector; a spawn
-    starts with nothing kept."""
+    order, it equals the state read from the automaton's forward vector, and the
+    prefix and complete weights read from it (a Boolean automaton's) equal the
+    automaton's own on the context's bytes; a spawn starts with nothing kept."""
     fsa = _cached(cls, pattern)
     fast = fsa.coerce(SMALL_VOCAB, f=b"".join)
     rng = np.random.default_rng(7)
@@ -294,6 +295,12 @@ def test_states_kept_per_image_equal_the_forward_walk(pattern, cls):
     for j in [*range(len(asked)), *order.tolist()]:
         context = every[j]
         assert fast._state(context) == fast._forward_state(b"".join(context)), context
+    for context in every[:80] + cold:
+        data = list(b"".join(context))
+        assert await fast.prefix(context) == await fsa.prefix(data)
+        assert await fast.complete(context) == await fsa.complete(data)
+    assert (await fast.batch_prefix(cold)).tolist() == [await fsa.prefix(list(b"".join(c))) for c in cold]
+    assert (await fast.batch_complete(cold)).tolist() == [await fsa.complete(list(b"".join(c))) for c in cold]
     assert len(fast._by_image) > 0
     assert "_by_image" not in fast.spawn().__dict__
 

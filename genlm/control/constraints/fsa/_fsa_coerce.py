@@ -88,6 +88,27 @@ class CoercedDFA(StateRowCoerced):
         kept.put(image, q)
         return q
 
+    async def prefix(self, context):
+        if not self.boolean_rows:
+            return await super().prefix(context)
+        return 0.0 if self._state(context) is not None else NEG_INF
+
+    async def complete(self, context):
+        if not self.boolean_rows:
+            return await super().complete(context)
+        q = self._state(context)
+        return 0.0 if q is not None and self.potential.automaton.stop[q] > 0 else NEG_INF
+
+    async def batch_prefix(self, contexts):
+        if not self.boolean_rows:
+            return await super().batch_prefix(contexts)
+        return np.array([await self.prefix(c) for c in contexts])
+
+    async def batch_complete(self, contexts):
+        if not self.boolean_rows:
+            return await super().batch_complete(contexts)
+        return np.array([await self.complete(c) for c in contexts])
+
     def _forward_state(self, image) -> int | None:
         fwd = self.potential.forward(list(image))
         if fwd is None:
