@@ -65,12 +65,15 @@ class CoercedDFA(StateRowCoerced):
     def _state(self, context) -> int | None:
         """The automaton state after `context`; None when the context has weight zero.
 
-        Kept per context image (its bytes): a context one token past a kept one
-        steps that token's bytes through `delta` from the kept state, so a step of
-        SMC costs each particle its last token, not a walk back over its context's
-        bytes (the automaton's prefix cache, which any other context reads)."""
+        For a Boolean automaton, kept per context image (its bytes): a context one
+        token past a kept one steps that token's bytes through `delta` from the kept
+        state, so a step of SMC costs each particle its last token, not a walk back
+        over its context's bytes (the automaton's prefix cache, which any other
+        context reads); its prefix and complete are read from the same state."""
         image = self.f(list(context))
-        if not isinstance(image, bytes):
+        if not isinstance(image, bytes) or not self.boolean_rows:
+            # a weighted automaton's prefix and complete read the forward vectors
+            # (with their scales), which this walk keeps cached for them
             return self._forward_state(image)
         kept = self._by_image
         q = kept.get(image, _MISS)
