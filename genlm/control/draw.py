@@ -239,15 +239,16 @@ def _masses(rows: np.ndarray, allowed: np.ndarray | None) -> tuple[np.ndarray, n
     allowed entries all lie far below it (allowed mass under `_FAINT`) is redone
     against the peak of its allowed entries, as masking with `-inf` first would."""
     if rows.dtype == np.float32:
-        probs = np.exp(rows, out=_block(rows.shape, rows.dtype))
-        if allowed is not None:
-            np.multiply(probs, allowed, out=probs)
-        sums = _block_sums(probs)
-        peak = np.zeros(len(rows))
-        with np.errstate(invalid="ignore"):  # an overflowed entry times a False is NaN
+        # an entry over 88.7 overflows (inf, and NaN times a False): its row is redone
+        with np.errstate(over="ignore", invalid="ignore"):
+            probs = np.exp(rows, out=_block(rows.shape, rows.dtype))
+            if allowed is not None:
+                np.multiply(probs, allowed, out=probs)
+            sums = _block_sums(probs)
             total = sums.sum(axis=1, dtype=np.float64)
             low, high = _F32_KEPT
             redo = np.flatnonzero(~((total >= low) & (total <= high)))
+        peak = np.zeros(len(rows))
         for r in redo:
             _refit(rows, allowed, probs, peak, r)
             sums[r] = _block_sums(probs[r : r + 1])[0]
