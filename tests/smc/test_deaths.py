@@ -301,3 +301,36 @@ def test_length_hints_search_only_this_librarys_objects():
     js = JsonSchema({"type": "integer"}, spelling="compact")
     assert length_hints(js) == [js.length_hint()] and "spelling='compact'" in js.length_hint()
     assert Deaths(max_tokens=2).explain(2, ["x", "x", "y"]).endswith("Next: raise max_tokens (x; y).")
+
+
+def test_length_hints_do_not_walk_token_tables(monkeypatch):
+    """The hint search reads this library's objects only, and never looks into a list
+    or tuple longer than `_MAX_CONTAINER` (a vocabulary, its rows): on a 131k-token
+    vocabulary a zero-weight warning cost 24 s when it walked the token list item by
+    item. A constraint held in a short list is still found."""
+    from genlm.control.smc import deaths
+    from genlm.control.smc.deaths import length_hints
+
+    js = JsonSchema({"type": "integer"}, spelling="compact")
+
+    class Tokens(list):
+        """Counts the items read out of it."""
+
+        reads = 0
+
+        def __iter__(self):
+            for x in super().__iter__():
+                Tokens.reads += 1
+                yield x
+
+    class Holder:
+        __module__ = "genlm.control.fake"
+
+        def __init__(self):
+            self.vocab = Tokens([bytes([i % 256]) for i in range(100_000)])
+            self.factors = [js]
+
+    assert length_hints(Holder()) == [js.length_hint()]
+    assert Tokens.reads == 0
+    monkeypatch.setattr(deaths, "_MAX_CONTAINER", 10**6)  # the old walk: every token read
+    assert length_hints(Holder()) == [js.length_hint()] and Tokens.reads == 100_000

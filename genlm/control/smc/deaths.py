@@ -23,6 +23,7 @@ command line), with one `ZeroWeightWarning` when every particle died.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -96,17 +97,24 @@ class Deaths:
         return f"every one of the {n_particles} particles ended with weight zero: {', '.join(parts)}. Next: {hint}."
 
 
+#: Lists and tuples longer than this are token tables (a vocabulary, its rows), never
+#: lists of models: `length_hints` does not look into them.
+_MAX_CONTAINER = 256
+
+
 def length_hints(root: Any, limit: int = 200) -> list[str]:
     """The `length_hint()` of every constraint reachable from `root` (a sequence model,
     a sampler, a potential) through the attributes of this library's objects: each
     names the option of its constraint that shortens its texts (a `JsonSchema`'s
     spelling, a Lark grammar's `%ignore`, a regex's repeats). An object with a
     `length_hint` speaks for what it holds (a coercion, for its constraint). At most
-    `limit` objects are visited."""
-    seen, queue, out = set(), [root], []
+    `limit` objects are visited, and only this library's objects are queued, from
+    attributes and from lists and tuples of at most `_MAX_CONTAINER` items (the work
+    is bounded whatever the vocabulary's size)."""
+    seen, queue, out = set(), deque([root]), []
     while queue and len(seen) < limit:
-        obj = queue.pop(0)
-        if id(obj) in seen or not type(obj).__module__.startswith("genlm.control"):
+        obj = queue.popleft()
+        if id(obj) in seen or not _ours(obj):
             continue
         seen.add(id(obj))
         hint = getattr(type(obj), "length_hint", None)
@@ -116,8 +124,16 @@ def length_hints(root: Any, limit: int = 200) -> list[str]:
                 out.append(text)
             continue
         for value in _attributes(obj):
-            queue.extend(value if isinstance(value, (list, tuple)) else [value])
+            if isinstance(value, (list, tuple)):
+                if len(value) <= _MAX_CONTAINER:
+                    queue.extend(v for v in value if _ours(v))
+            elif _ours(value):
+                queue.append(value)
     return out
+
+
+def _ours(obj: Any) -> bool:
+    return type(obj).__module__.startswith("genlm.control")
 
 
 def _attributes(obj: Any) -> list:
