@@ -71,7 +71,7 @@ CASES = {
     # a grammar and a schema bound the tokens left by the fewest bytes to a document
     "coerced-json": (
         lambda: JsonSchema({"type": "integer"}).coerce([b"1", b"2", b"12"], b"".join),
-        {"batch_allowed", "token_trie", "tokens_to_finish"},
+        {"batch_allowed", "token_trie", "tokens_to_finish", "most_tokens_to_finish"},
         True,
     ),
     "coerced-generic": (lambda: BoolCFG.from_lark('start: "a" start | "b"').coerce(VOCAB, b"".join), {"token_trie", "tokens_to_finish"}, True),
@@ -201,8 +201,10 @@ def test_product_declares_only_the_bound_of_its_factors():
     c = _regex().coerce(VOCAB, b"".join)
     assert fast_paths.declared(Product(c, c)) == frozenset({"tokens_to_finish", "most_tokens_to_finish"})
     assert not Product(c, c).cheap_logw_next and c.cheap_logw_next
-    j = JsonSchema({"type": "integer"}).coerce(VOCAB, b"".join)  # a bound, but no largest bound
-    assert fast_paths.declared(Product(c, j)) == frozenset({"tokens_to_finish"})
+    g = BoolCFG.from_lark('start: "a" start | "b"').coerce(VOCAB, b"".join)  # a bound, but no largest bound
+    assert fast_paths.declared(Product(c, g)) == frozenset({"tokens_to_finish"})
+    j = JsonSchema({"type": "integer"}).coerce(VOCAB, b"".join)  # a bound and its largest
+    assert fast_paths.declared(Product(c, j)) == frozenset({"tokens_to_finish", "most_tokens_to_finish"})
 
 
 def test_the_declared_paths_of_sparse_potentials():

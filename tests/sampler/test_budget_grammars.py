@@ -207,3 +207,61 @@ def test_cfg_cheap_rows_are_below_the_walked_rows():
     assert (cheap <= walked).all()
     assert (cheap < walked).any()
     assert walked[-1, -1] == 0 and np.isinf(walked[0, -1])
+
+
+def test_json_largest_bound_is_the_rows_largest_finite_entry():
+    """`CoercedJson.batch_most_tokens_to_finish` is exactly the largest finite entry of
+    each context's `batch_tokens_to_finish` row (`-inf` where none), on both of the
+    row's branches (far from the horizon: the cheap row; near it: the walked one),
+    for live, finished and dead contexts, at every horizon from 2 to 14."""
+    from genlm.control.horizon import using_horizon
+
+    lm = bigram(JSON_VOCAB)
+    condition = schema().coerce(lm, f=b"".join)
+    assert fast_paths.most_tokens_to_finish(condition) is not None
+    assert fast_paths.most_tokens_to_finish(lm * condition) is not None
+    by = {bytes(t): t for t in lm.vocab}
+    texts = [[], [b"{"], [b"{", b'"a":'], [b"{", b'"a":', b"["], [b"{", b'"a":', b"[", b"1"],
+             [b"{", b'"a":', b"[", b"0", b","], [b"{", b'"a":', b"[", b"1", b"]}"], [b"}"], [b"{", b"{"]]
+    contexts = [[by[p] for p in t] for t in texts]
+
+    async def both(m: int, within: int):
+        condition.budget_walk_within = within
+        with using_horizon(m):
+            rows = np.asarray(await condition.batch_tokens_to_finish(contexts))
+            most = np.asarray(await condition.batch_most_tokens_to_finish(contexts))
+        return rows, most
+
+    branches = set()
+    for within in (0, 2, 100):
+        for m in range(2, 15):
+            rows, most = asyncio.run(both(m, within))
+            finite = np.where(rows < np.inf, rows, -np.inf).max(axis=1)
+            assert most.tolist() == finite.tolist(), (m, within)
+            branches.add(bool((rows[:, :-1] < np.inf).all(axis=1).any()))  # a cheap row seen
+    assert branches == {True, False}
+    condition.budget_walk_within = 4
+
+
+@pytest.mark.parametrize("name", ["direct", "awrs"])
+def test_json_largest_bound_skips_the_rows_and_changes_no_draw(name, monkeypatch):
+    """With `MostTokensToFinish` the budget makes the schema's rows of bounds only
+    where a bound may exceed the tokens left; seeded runs are the same, context for
+    context and weight for weight, as with the rows made at every step (the largest
+    bounds hidden from the budget)."""
+    from toys.core import counting_calls
+
+    lm = bigram(JSON_VOCAB, 5)
+
+    def run():
+        condition = schema().coerce(lm, f=b"".join)
+        condition._tokens_to_finish, made = counting_calls(condition._tokens_to_finish)
+        sampler = make(name, lm, condition)
+        out = [asyncio.run(sampler.smc(6, 0.5, m, seed=s)) for m in (7, 20) for s in range(3)]
+        return [(r.contexts, r.log_weights.tolist()) for r in out], len(made)
+
+    fast, made_fast = run()
+    monkeypatch.setattr(fast_paths, "most_tokens_to_finish", lambda p: None)
+    slow, made_slow = run()
+    assert fast == slow
+    assert made_fast < made_slow

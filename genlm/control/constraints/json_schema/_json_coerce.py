@@ -195,29 +195,84 @@ class CoercedJson(StateRowCoerced):
         `⌈max(0, L(ctx) − w(y)) / weight⌉`, below `⌈L(ctx·y) / weight⌉` (`y` holds
         at most `w(y)` of the counted bytes) and below the tokens left: it prunes
         nothing there."""
-        from genlm.control.constraints.json_schema._json_budget import fewest_bytes
-
-        cache = self.__dict__.get("_after_rows")
-        if cache is None:
-            cache = self._after_rows = RowCache(self._bytes_after, self._rows.size)
+        cache = self._after_cache()
         weights, weight = self._budget_parts()
-        within = self.budget_walk_within
         out = np.full((len(contexts), len(self.vocab_eos)), INF)
         for k, context in enumerate(contexts):
             state = self._state(context)
             if state is None:
                 continue
-            ends = self.potential.transitions.accepts(state) and self.potential.document_ok(
-                self._map(context)
-            )
-            out[k, -1] = 0.0 if ends else INF  # EOS as `complete` says
-            r = tokens_left(context)
-            fewest = fewest_bytes(state)
-            if r is not None and r > within and fewest <= (r - within) * weight:
+            out[k, -1] = 0.0 if self._ends(state, context) else INF  # EOS as `complete` says
+            far, fewest = self._far(state, context)
+            if far:
                 out[k, :-1] = np.ceil(np.maximum(fewest - weights, 0.0) / weight)
             else:
                 out[k, :-1] = np.ceil(cache.get(state)[:-1] / weight)
         return out
+
+    @property
+    def batch_most_tokens_to_finish(self):  # type: ignore[override]
+        return self._most_tokens_to_finish
+
+    async def _most_tokens_to_finish(self, contexts) -> np.ndarray:
+        """Each context's largest finite entry of its `_tokens_to_finish` row (`-inf`
+        where none; `fast_paths.MostTokensToFinish`), by the same branches without
+        making the row: far from the horizon `⌈max(0, L(ctx) − min w) / weight⌉`,
+        near it the largest finite entry of its state's kept row (one number kept
+        per state); the EOS entry is read only where no token's entry is finite."""
+        weights, weight = self._budget_parts()
+        least = float(weights.min()) if len(weights) else INF
+        out = np.full(len(contexts), NEG_INF)
+        for k, context in enumerate(contexts):
+            state = self._state(context)
+            if state is None:
+                continue
+            far, fewest = self._far(state, context)
+            if far:
+                top = float(np.ceil(max(fewest - least, 0.0) / weight)) if len(weights) else NEG_INF
+            else:
+                top = self._most_after().get(state)
+            if top == NEG_INF and self._ends(state, context):
+                top = 0.0
+            out[k] = top
+        return out
+
+    def _ends(self, state: frozenset, context) -> bool:
+        """Whether `context` is a complete document (`complete` > -inf)."""
+        return bool(self.potential.transitions.accepts(state)) and bool(
+            self.potential.document_ok(self._map(context))
+        )
+
+    def _far(self, state: frozenset, context) -> tuple[bool, float]:
+        """`(far, L(ctx))`: whether the context is far enough from the horizon that its
+        row is the cheap one (see `_tokens_to_finish`)."""
+        from genlm.control.constraints.json_schema._json_budget import fewest_bytes
+
+        _, weight = self._budget_parts()
+        within = self.budget_walk_within
+        r = tokens_left(context)
+        fewest = fewest_bytes(state)
+        return (r is not None and r > within and fewest <= (r - within) * weight), fewest
+
+    def _after_cache(self) -> RowCache:
+        cache = self.__dict__.get("_after_rows")
+        if cache is None:
+            cache = self._after_rows = RowCache(self._bytes_after, self._rows.size)
+        return cache
+
+    def _most_after(self) -> RowCache:
+        """Per state, the largest finite `⌈bytes after / weight⌉` over the tokens."""
+        cache = self.__dict__.get("_most_after_rows")
+        if cache is None:
+            _, weight = self._budget_parts()
+
+            def most(state: frozenset) -> float:
+                row = self._after_cache().get(state)[:-1]
+                finite = row[row < INF]
+                return float(np.ceil(finite.max() / weight)) if finite.size else NEG_INF
+
+            cache = self._most_after_rows = RowCache(most, self._rows.size)
+        return cache
 
 
 __all__ = ["CoercedJson", "Transitions"]
