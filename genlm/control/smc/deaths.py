@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from genlm.control._held import _MAX_CONTAINER  # longer lists are token tables, never models
 from genlm.control.horizon import Cause, DeadEnd
 
 
@@ -95,11 +96,6 @@ class Deaths:
             hints.append("check the critic, or sample with it in the target instead")
         hint = "; ".join(hints) if hints else "try more particles or another sampler"
         return f"every one of the {n_particles} particles ended with weight zero: {', '.join(parts)}. Next: {hint}."
-
-
-#: Lists and tuples longer than this are token tables (a vocabulary, its rows), never
-#: lists of models: `length_hints` does not look into them.
-_MAX_CONTAINER = 256
 
 
 def length_hints(root: Any, limit: int = 200) -> list[str]:
