@@ -226,11 +226,37 @@ def _exp_shifted(rows: np.ndarray, peak: np.ndarray, out: np.ndarray | None = No
     return probs
 
 
-def _masses(rows: np.ndarray, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """`(probs, peak, sums)`: the masses `exp(rows - peak)` of each row restricted to
-    `allowed` (0 elsewhere), in the rows' precision (float32 or float64), the per-row
-    shift `peak` (float64), and the masses' block sums (`_block_sums`) where they were
-    made here (float32 rows), else None.
+def _screen(rows: np.ndarray, suspects: Any) -> tuple[np.ndarray, list[int]]:
+    """`rows` with the NaN entries of the rows `suspects` read as `-inf` (`fold_nan`),
+    and those of `suspects` that hold `+inf` (each then read as a row of `-inf`, whose
+    draw its caller discards). A copy is made when any suspect needs a change: the
+    caller's rows (often a model's cached block) are never written."""
+    bad, nans = [], []
+    for r in suspects:
+        r = int(r)
+        if np.isposinf(rows[r]).any():
+            bad.append(r)
+        elif np.isnan(rows[r]).any():
+            nans.append(r)
+    if bad or nans:
+        rows = rows.copy()
+        for r in nans:
+            rows[r] = np.where(np.isnan(rows[r]), NEG_INF, rows[r])
+        rows[bad] = NEG_INF
+    return rows, bad
+
+
+def _masses(rows: np.ndarray, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, list[int]]:
+    """`(probs, peak, sums, bad)`: the masses `exp(rows - peak)` of each row restricted
+    to `allowed` (0 elsewhere), in the rows' precision (float32 or float64), the
+    per-row shift `peak` (float64), the masses' block sums (`_block_sums`) where they
+    were made here (float32 rows), else None, and the rows holding `+inf` (an error).
+
+    The rows need not be folded (`fold_nan`) first: a row holding NaN or `+inf` shows
+    in what the draw computes anyway (a float64 row's peak; a float32 row's total,
+    which NaN and overflow put outside `_F32_KEPT`), and only such a row is read again
+    (`_screen`): its NaN entries have no mass, and a row holding `+inf` is reported in
+    `bad`. So no pass over the rows is spent looking for them.
 
     The mask multiplies the masses instead of writing `-inf` into the rows (one
     pass, and no slow `exp(-inf)`). A float32 row is read unshifted (`peak` 0) when
@@ -249,17 +275,25 @@ def _masses(rows: np.ndarray, allowed: np.ndarray | None) -> tuple[np.ndarray, n
             low, high = _F32_KEPT
             redo = np.flatnonzero(~((total >= low) & (total <= high)))
         peak = np.zeros(len(rows))
+        bad: list[int] = []
+        if redo.size:
+            rows, bad = _screen(rows, redo)
         for r in redo:
             _refit(rows, allowed, probs, peak, r)
             sums[r] = _block_sums(probs[r : r + 1])[0]
-        return probs, peak, sums
-    peak = rows.max(axis=1).astype(np.float64)
+        return probs, peak, sums, bad
+    peak = rows.max(axis=1).astype(np.float64)  # NaN where a row holds NaN
+    bad = []
+    odd = np.flatnonzero(np.isnan(peak) | (peak == np.inf))
+    if odd.size:
+        rows, bad = _screen(rows, odd)
+        peak[odd] = rows[odd].max(axis=1)
     peak = np.where(np.isfinite(peak), peak, 0.0)
     probs = _exp_shifted(rows, peak, _block(rows.shape, rows.dtype), allowed)
     if allowed is not None:
         for r in np.flatnonzero(probs.max(axis=1) < _FAINT):
             _refit(rows, allowed, probs, peak, r)
-    return probs, peak, None
+    return probs, peak, None, bad
 
 
 def _refit(rows: np.ndarray, allowed: np.ndarray | None, probs: np.ndarray, peak: np.ndarray, r: int) -> None:
@@ -274,10 +308,12 @@ def _refit(rows: np.ndarray, allowed: np.ndarray | None, probs: np.ndarray, peak
 
 
 def _sample_rows(
-    rows: np.ndarray, rngs: list, method: str, allowed: np.ndarray | None = None
+    rows: np.ndarray, rngs: list, method: str, allowed: np.ndarray | None = None, bad: list | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Indices drawn from each row of log weights (restricted to `allowed` when
-    given), and the row log-sums.
+    given), and the row log-sums. NaN entries have weight zero (`fold_nan`). The rows
+    holding `+inf` are appended to `bad` when it is given (their draws are
+    meaningless), else they raise `ValueError`.
 
     One pass computes `p = exp(row - peak)` (`_masses`), which gives both `log Σw` and
     the draw. `inverse_cdf` locates one uniform per row in the CDF of `p`;
@@ -285,7 +321,11 @@ def _sample_rows(
     `argmax_i (log w_i + G_i)` with the Gumbel variables `G_i = -log E_i`.
     """
     n, v = rows.shape
-    probs, peak, sums = _masses(rows, allowed)
+    probs, peak, sums, infinite = _masses(rows, allowed)
+    if infinite:
+        if bad is None:
+            raise _infinite_error()
+        bad.extend(infinite)
     if method == "inverse_cdf":
         idx, total = _locate(probs, np.fromiter((rng.random() for rng in rngs), dtype=np.float64, count=n), sums)
     else:
@@ -321,7 +361,12 @@ async def _flush(requests: list[_Request]) -> list[tuple]:
             mask = None
             if any(requests[i].allowed is not None for i in members):
                 mask = _join([_all_allowed(requests[i]) for i in members])
-            parts: tuple = _sample_rows(rows, rngs, method, mask)
+            bad: list[int] = []
+            parts: tuple = _sample_rows(rows, rngs, method, mask, bad=bad)
+            if bad:  # only the requests holding a +inf row fail; the others are drawn
+                ends = np.cumsum([len(requests[i].rngs) for i in members])
+                for k in set(np.searchsorted(ends, bad, side="right").tolist()):
+                    out[members[k]] = _infinite_error()
         else:
             from genlm.control._draw_torch import sample_tensor_rows
 
@@ -335,9 +380,25 @@ async def _flush(requests: list[_Request]) -> list[tuple]:
         start = 0
         for i in members:
             n = len(requests[i].rngs)
-            out[i] = tuple(p[start : start + n] for p in parts)
+            if out[i] is None:
+                out[i] = tuple(p[start : start + n] for p in parts)
             start += n
     return out
+
+
+def _host_log_rows(x: Any) -> np.ndarray:
+    """A host block of log weights as the draw reads it: float32 stays float32, any
+    other dtype becomes float64 (as `fold_nan` keeps them; the NaN and `+inf`
+    entries are left to the draw)."""
+    x = np.asarray(x)
+    return x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
+
+
+def _infinite_error() -> ValueError:
+    """`fold_nan`'s error for a row holding `+inf`."""
+    return ValueError(
+        "a log weight is +inf: a potential returned an infinite weight, which no normalized target can have"
+    )
 
 
 def _all_allowed(request: _Request) -> Any:
@@ -459,10 +520,14 @@ async def draw_many(
         if where != "numpy":
             await _draw_tensors(weights, targets, members, group_rngs, out, allowed)
             continue
-        rows = fold_nan(stack([weights[i].weights for i in members]))
+        # not folded here: the draw finds NaN and +inf in what it computes anyway
+        rows = _host_log_rows(stack([weights[i].weights for i in members]))
         mask = None if host_mask is None else host_mask[members] if len(members) < len(host_mask) else host_mask
         request = _Request(rows, group_rngs, _draw_method, allowed=mask)
-        indices, log_zs = await _window.submit(request)
+        answer = await _window.submit(request)
+        if isinstance(answer, ValueError):
+            raise answer
+        indices, log_zs = answer
         for j, i in enumerate(members):
             t = None if targets is None else targets[i]
             out[i] = _result(weights[i], rows[j], int(indices[j]), float(log_zs[j]), t)

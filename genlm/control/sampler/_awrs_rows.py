@@ -21,17 +21,21 @@ from genlm.control.window import gather_or_cancel
 
 
 async def proposal_rows(
-    potential: Potential, proposal: Potential | None, support: Support, contexts: list[list]
+    potential: Potential, proposal: Potential | None, support: Support, contexts: list[list], fold: bool = True
 ) -> tuple[Any, Any]:
     """`(w, q)`: the potential's and the proposal's rows after each context on the
-    condition's `vocab_eos` (`q is w` without a proposal), one block each."""
+    condition's `vocab_eos` (`q is w` without a proposal), one block each. With
+    `fold=False` NumPy blocks are not folded (`fold_nan`): for a caller that only
+    draws from `q` (the draw finds NaN and `+inf` itself) and reads `w` entry by
+    entry (folding each)."""
+    keep = _fold if fold else _as_is
     if proposal is None:
         w = stack([r.weights for r in await potential.batch_logw_next(contexts)])
-        w = _fold(support.view(w, support.potential))
+        w = keep(support.view(w, support.potential))
         return w, w
     wl, ql = await gather_or_cancel(potential.batch_logw_next(contexts), proposal.batch_logw_next(contexts))
-    w = _fold(support.view(stack([r.weights for r in wl]), support.potential))
-    q = _fold(support.view(stack([r.weights for r in ql]), support.proposal))
+    w = keep(support.view(stack([r.weights for r in wl]), support.potential))
+    q = keep(support.view(stack([r.weights for r in ql]), support.proposal))
     return match(w, q)
 
 
@@ -67,6 +71,10 @@ def on_host(w: Any, q: Any) -> tuple[np.ndarray, np.ndarray]:
 
     both = to_host(torch.stack([w, q]))
     return both[0], both[1]
+
+
+def _as_is(block: Any) -> Any:
+    return block
 
 
 def _fold(block: Any) -> Any:

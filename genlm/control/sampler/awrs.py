@@ -237,8 +237,8 @@ class AWRS(TokenSampler):
 
     # Rows (genlm.control.sampler._awrs_rows) ------------------------------------
 
-    async def _rows(self, contexts: list[list]) -> tuple[Any, Any]:
-        return await proposal_rows(self.potential, self.proposal, self.support, contexts)
+    async def _rows(self, contexts: list[list], fold: bool = True) -> tuple[Any, Any]:
+        return await proposal_rows(self.potential, self.proposal, self.support, contexts, fold)
 
     async def _budget_rows(self, contexts: list[list]) -> tuple[Any, Any, Budget | None]:
         """`_rows` with the tokens that cannot end within the run's `max_tokens` set to
@@ -367,7 +367,8 @@ class AWRS(TokenSampler):
         once: to the rows on a device (as `_budget_rows`), folded into the bool
         `allowed` on the host (the draw masks the rows with it anyway, and masking
         twice with `-inf` is masking once with both)."""
-        rows = gather_or_cancel(self._rows(contexts), budget_of(self.condition, contexts))
+        # unfolded: the stacked draw finds NaN and +inf in q, and w is read entry by entry
+        rows = gather_or_cancel(self._rows(contexts, fold=False), budget_of(self.condition, contexts))
         like = self._like
         if like is None:  # the first step: the rows' kind and device are not known yet
             (w, q), budget = await rows
