@@ -369,3 +369,36 @@ def test_product_with_engine_mask_applies_it_on_the_rows_device(llm, device_llm,
     got, want = dev[0].host(), host[0].weights
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
     np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        np.delete(np.arange(131072), 2),  # tekken: every id but EOS (2), in two runs
+        np.arange(1000, 131072),  # the first 1000 ids (special tokens) left out: a shift of 15 words
+        np.concatenate([np.arange(5), np.arange(7, 100), np.arange(1000, 40001)]),  # three runs, odd words
+        np.arange(65536),  # no id left out: the last column is past the packed bits
+        np.delete(np.arange(70000), 63),  # a run that ends on a word's last bit
+    ],
+    ids=["tekken", "specials-first", "three-runs", "all-ids", "gap-at-bit-63"],
+)
+def test_large_host_masks_unpacked_in_the_vocabularys_order_equal_the_bits(ids):
+    """Host masks of 2^18 bits or more are moved into the vocabulary's order while
+    packed (word and bit shifts per run of ids) and unpacked once: every entry equals
+    the mask's bit of that id read one by one, EOS is the accepting flag, and each
+    row is contiguous (row-major, as the draw's passes need)."""
+    from genlm.control.engine import _guided_engine as engine
+
+    n_words = -(-(int(ids[-1]) + 1) // 32)
+    vocab = EngineVocab(None, ids, (), n_words)
+    rng = np.random.default_rng(len(ids))
+    words = rng.integers(-(2**31), 2**31, size=(8, n_words)).astype(np.int32)
+    accepting = np.array([True, False, True, True, False, False, True, False])
+    assert words.size * 32 >= engine._SHIFT_BITS
+    got = mask_allowed(vocab, words, accepting)
+    bits = (words[:, ids // 32].astype(np.int64) >> (ids % 32)) & 1
+    assert got.shape == (8, len(ids) + 1) and got.dtype == bool
+    np.testing.assert_array_equal(got[:, :-1], bits.astype(bool))
+    np.testing.assert_array_equal(got[:, -1], accepting)
+    assert got.strides[1] == 1
+    np.testing.assert_array_equal(mask_allowed(vocab, words, accepting, torch.zeros(1)).numpy(), got)

@@ -328,8 +328,15 @@ def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, r
         # C order, written run by run: a gather over the columns (and the layout
         # `concatenate` kept from it) gave a column-major block, which made every
         # pass of the draw over it several times slower
-        bits = np.unpackbits(np.ascontiguousarray(masks).view(np.uint8), axis=1, bitorder="little").view(bool)
         runs, ids = _runs(vocab)
+        if runs is not None and masks.size * 32 >= _SHIFT_BITS and len(ids) < 64 * ((masks.shape[1] + 1) // 2):
+            # the packed words put in the vocabulary's order first, so one unpacking
+            # writes the block (no second copy of it, run by run)
+            words = _in_vocab_order(vocab, np.ascontiguousarray(masks), runs)
+            out = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little").view(bool)[:, : len(ids) + 1]
+            out[:, -1] = accepting
+            return out
+        bits = np.unpackbits(np.ascontiguousarray(masks).view(np.uint8), axis=1, bitorder="little").view(bool)
         out = np.empty((len(masks), len(ids) + 1), dtype=bool)
         if runs is None:
             out[:, :-1] = bits[:, ids]
@@ -355,10 +362,69 @@ def mask_allowed(vocab: EngineVocab, masks: np.ndarray, accepting: np.ndarray, r
     return out
 
 
+#: Host masks of at least this many bits are put in the vocabulary's order while packed
+#: (`_in_vocab_order`); smaller ones are unpacked and then copied run by run, which
+#: costs less there (measured: 0.16 against 0.4-1.5 ms for 10 x 131k, 0.013 against
+#: 0.006 ms for 10 x 4k).
+_SHIFT_BITS = 1 << 18
+_ONES = (1 << 64) - 1
+
+
+def _in_vocab_order(vocab: EngineVocab, masks: np.ndarray, runs: list) -> np.ndarray:
+    """Packed masks (`(n, n_words)` int32) as `(n, w)` uint64 words whose bit `j` is bit
+    `vocab_ids[j]` of `masks`, for ids given as contiguous runs `(first id, stop id,
+    position)`; the bits past the vocabulary are 0.
+
+    A run's bits move down by `first id - position` (never negative: the ids
+    increase), which is a shift of the whole row by whole words and bits; each run
+    keeps the bits of its own positions (`_run_masks`)."""
+    n, w32 = masks.shape
+    w = (w32 + 1) // 2
+    shifts = _run_masks(vocab, runs, w)
+    reach = max(q for q, _, _ in shifts) + 1  # the spare words a shift reads past the row
+    src = np.zeros((n, w + reach), dtype=np.uint64)
+    src.view(np.uint32)[:, :w32] = masks.view(np.uint32)
+    out = np.zeros((n, w), dtype=np.uint64)
+    for q, r, keep in shifts:
+        if r:
+            moved = np.right_shift(src[:, q : q + w], np.uint64(r))
+            moved |= np.left_shift(src[:, q + 1 : q + 1 + w], np.uint64(64 - r))
+        else:
+            moved = src[:, q : q + w].copy()
+        moved &= keep
+        out |= moved
+    return out
+
+
+def _run_masks(vocab: EngineVocab, runs: list, w: int) -> list:
+    """Per run: the shift down as (words, bits), and the `w` words with the bits of
+    the run's positions set; cached per vocabulary."""
+    key = (id(vocab), w)
+    got = _SHIFTS.get(key)
+    if got is None or got[0] is not vocab:
+        shifts = []
+        for start, stop, at in runs:
+            q, r = divmod(start - at, 64)
+            keep = np.zeros(w, dtype=np.uint64)
+            lo, hi = at, at + stop - start
+            if hi > lo:
+                a, b = lo // 64, (hi - 1) // 64
+                keep[a : b + 1] = np.uint64(_ONES)
+                keep[a] &= np.uint64((_ONES << (lo % 64)) & _ONES)
+                top = hi - 64 * b  # the bits of word b kept: [0, top)
+                if top < 64:
+                    keep[b] &= np.uint64((1 << top) - 1)
+            shifts.append((q, r, keep))
+        got = (vocab, shifts)
+        _SHIFTS.put(key, got)
+    return got[1]
+
+
 #: Per vocabulary (and device): its runs of ids and the byte → bits table. Bounded, since
 #: an entry holds its vocabulary; a process rarely serves more than a few at once.
 _UNPACKING: LRU = LRU(8)
 _RUNS: LRU = LRU(8)
+_SHIFTS: LRU = LRU(8)
 _MAX_RUNS = 16
 
 
