@@ -31,7 +31,7 @@ from genlm.control._device import (
     stack,
     to_host,
 )
-from genlm.control.weights import NEG_INF, LazyWeights, fold_nan, logsumexp
+from genlm.control.weights import NEG_INF, LazyWeights, fold_nan, infinite_weight_error, logsumexp
 from genlm.control.window import Window
 
 DRAW_METHODS = ("gumbel_max", "multinomial", "inverse_cdf")
@@ -324,7 +324,7 @@ def _sample_rows(
     probs, peak, sums, infinite = _masses(rows, allowed)
     if infinite:
         if bad is None:
-            raise _infinite_error()
+            raise infinite_weight_error()
         bad.extend(infinite)
     if method == "inverse_cdf":
         idx, total = _locate(probs, np.fromiter((rng.random() for rng in rngs), dtype=np.float64, count=n), sums)
@@ -366,7 +366,7 @@ async def _flush(requests: list[_Request]) -> list[tuple]:
             if bad:  # only the requests holding a +inf row fail; the others are drawn
                 ends = np.cumsum([len(requests[i].rngs) for i in members])
                 for k in set(np.searchsorted(ends, bad, side="right").tolist()):
-                    out[members[k]] = _infinite_error()
+                    out[members[k]] = infinite_weight_error()
         else:
             from genlm.control._draw_torch import sample_tensor_rows
 
@@ -392,13 +392,6 @@ def _host_log_rows(x: Any) -> np.ndarray:
     entries are left to the draw)."""
     x = np.asarray(x)
     return x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
-
-
-def _infinite_error() -> ValueError:
-    """`fold_nan`'s error for a row holding `+inf`."""
-    return ValueError(
-        "a log weight is +inf: a potential returned an infinite weight, which no normalized target can have"
-    )
 
 
 def _all_allowed(request: _Request) -> Any:

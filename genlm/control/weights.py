@@ -61,14 +61,19 @@ def fold_nan(x: Any) -> Any:
         if top < np.inf:
             return x
     if np.isposinf(x).any():
-        raise ValueError(
-            "a log weight is +inf: a potential returned an infinite weight, "
-            "which no normalized target can have"
-        )
+        raise infinite_weight_error()
     nan = np.isnan(x)
     if nan.any():
         x = np.where(nan, NEG_INF, x)
     return x
+
+
+def infinite_weight_error() -> ValueError:
+    """The error for a `+inf` log weight (`fold_nan`'s, and the draw's)."""
+    return ValueError(
+        "a log weight is +inf: a potential returned an infinite weight, "
+        "which no normalized target can have"
+    )
 
 
 class WeightSpaceError(ValueError, AssertionError):
