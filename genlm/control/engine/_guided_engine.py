@@ -386,13 +386,10 @@ def _in_vocab_order(vocab: EngineVocab, masks: np.ndarray, runs: list) -> np.nda
     src.view(np.uint32)[:, :w32] = masks.view(np.uint32)
     out = np.zeros((n, w), dtype=np.uint64)
     for q, r, keep in shifts:
+        moved = src[:, q : q + w]
         if r:
-            moved = np.right_shift(src[:, q : q + w], np.uint64(r))
-            moved |= np.left_shift(src[:, q + 1 : q + 1 + w], np.uint64(64 - r))
-        else:
-            moved = src[:, q : q + w].copy()
-        moved &= keep
-        out |= moved
+            moved = np.right_shift(moved, np.uint64(r)) | np.left_shift(src[:, q + 1 : q + 1 + w], np.uint64(64 - r))
+        out |= moved & keep
     return out
 
 
