@@ -17,10 +17,11 @@ from genlm.control.lm._hf_batch import (  # noqa: E402
     MIN_DEFAULT_CACHE_BYTES,
     CachedTransformer,
     default_cache_bytes,
+    _keys,
     extension_groups,
     parameter_bytes,
 )
-from genlm.control.lm._kv_cache import PrefixCache  # noqa: E402
+from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache  # noqa: E402
 
 ATOL = 2e-4
 
@@ -286,3 +287,84 @@ def test_on_cuda_the_default_takes_at_most_a_quarter_of_the_free_memory(monkeypa
     assert default_cache_bytes(model) == 100_000_000
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (40_000_000_000, 80_000_000_000))
     assert default_cache_bytes(model) == 1_000_000_000
+
+
+def test_ids_keys_equal_and_hash_as_tuples_and_hash_once():
+    import pickle
+
+    k = Ids((5, 300, 70000))
+    assert k == (5, 300, 70000) and hash(k) == hash((5, 300, 70000))
+    assert {(5, 300, 70000): "t"}[k] == "t" and {k: "i"}[(5, 300, 70000)] == "i"
+    assert k._hash == hash((5, 300, 70000))  # kept after the first hash
+    k._hash = 123  # read from there, not computed again
+    assert hash(k) == 123
+    back = pickle.loads(pickle.dumps(k))
+    assert type(back) is Ids and back == k and not hasattr(back, "_hash")  # no hash travels
+    assert hash(back) == hash((5, 300, 70000))
+
+
+def test_keys_pass_ids_through_and_convert_anything_else():
+    k = Ids((1, 2, 3))
+    assert _keys([k])[0] is k
+    got = _keys([np.array([4, 5]), [6, np.int64(7)], (8,)])
+    assert got == [(4, 5), (6, 7), (8,)]
+    assert all(type(g) is Ids and all(type(i) is int for i in g) for g in got)
+    with pytest.raises(ValueError, match="empty"):
+        _keys([Ids(())])
+
+
+def test_longest_kv_returns_the_stored_key_and_demoting_it_evicts_it_first():
+    cache = PrefixCache(10**6)
+    layers = ((torch.zeros(1, 1, 2, 1), torch.zeros(1, 1, 2, 1)),)
+    for key in [Ids((1, 2)), Ids((3, 4)), Ids((5, 6))]:
+        cache.put(key, KV(layers, 0), Block(8), None, None)
+    stored = cache._entries.keys()[1]
+    n, kv, key = cache.longest_kv((3, 4, 9), 2)  # a plain tuple query finds the Ids entry
+    assert (n, key) == (2, (3, 4)) and key is stored and kv.layers is layers
+    assert cache.longest_kv((7, 8, 9), 2) == (0, None, ())
+    cache.demote(key)
+    assert cache._entries.keys()[0] is stored
+
+
+async def test_a_prompted_llm_hands_our_backend_ids_keys_and_others_lists(hf):
+    llm = PromptedLLM(fresh(hf), eos_byte_strings=[b"\n"])
+    llm.prompt_ids = list(hf[1].encode("def f"))
+    seen = []
+    inner = llm.model.batch_next_token_logprobs_at
+
+    async def spy(token_ids_list, **kw):
+        seen.append(token_ids_list)
+        return await inner(token_ids_list, **kw)
+
+    llm.model.batch_next_token_logprobs_at = spy
+    contexts = [[llm.vocab[5]], [llm.vocab[5], llm.vocab[9]]]
+    rows = await llm.batch_logw_next(contexts)
+    assert all(type(k) is Ids for k in seen[0])
+    # the same rows as a query in plain lists (the keys find the same cache entries)
+    plain = await llm.model.batch_next_token_logprobs([list(k) for k in seen[0]])
+    idx = llm.token_maps.vocab_idxs
+    for row, ref in zip(rows, plain):
+        np.testing.assert_array_equal(np.asarray(row.weights[:-1]), ref[idx].numpy())
+
+    class Lists:  # a backend that does not read `Ids` gets lists, as genlm-backend's do
+        def __init__(self, model):
+            self.model, self.got = model, []
+
+        def __getattr__(self, name):
+            if name == "reads_ids_keys":  # not declared, as by genlm-backend's backends
+                raise AttributeError(name)
+            return getattr(self.model, name)
+
+        async def batch_next_token_logprobs(self, token_ids_list, **kw):
+            self.got.append(token_ids_list)
+            return await self.model.batch_next_token_logprobs(token_ids_list, **kw)
+
+    other = Lists(fresh(hf))
+    assert not getattr(other, "reads_ids_keys", False)
+    other.batch_next_token_logprobs_at = None
+    llm2 = PromptedLLM(other, eos_byte_strings=[b"\n"])
+    llm2.prompt_ids = llm.prompt_ids
+    rows2 = await llm2.batch_logw_next(contexts)
+    assert all(type(k) is list for k in other.got[0])
+    for a, b in zip(rows, rows2):
+        np.testing.assert_array_equal(np.asarray(a.weights), np.asarray(b.weights))

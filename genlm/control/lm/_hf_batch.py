@@ -33,7 +33,7 @@ from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
 from genlm.control._torch_rows import block_positions, rows_at
-from genlm.control.lm._kv_cache import KV, Block, PrefixCache, tensor_bytes
+from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache, tensor_bytes
 from genlm.control.lm._threads import (
     SMALL_MODEL_PARAMS,
     default_threads,
@@ -80,11 +80,13 @@ class Group(NamedTuple):
         keys: the requested sequences, longest first; each is a prefix of `keys[0]`.
         start: length of the cached prefix the forward starts from.
         past: its key/value states (None when `start == 0`).
+        past_key: the cache's key of that prefix (`()` when `start == 0`).
     """
 
     keys: list
     start: int
     past: KV | None
+    past_key: tuple = ()
 
     @property
     def new(self) -> tuple:
@@ -194,6 +196,9 @@ class CachedTransformer(AsyncTransformer):
             restored after it); None: `default_threads(hf_model)`, one thread for a
             small CPU model and torch's own setting otherwise.
     """
+
+    #: `PromptedLLM` hands its queries over as `Ids` (see `_keys`)
+    reads_ids_keys = True
 
     def __init__(
         self,
@@ -336,8 +341,7 @@ class CachedTransformer(AsyncTransformer):
             self._activate(lora_name)
             groups = []
             for members in extension_groups(missing):
-                start, past = cache.longest_kv(members[0], len(members[-1]) - 1)
-                groups.append(Group(members, start, past))
+                groups.append(Group(members, *cache.longest_kv(members[0], len(members[-1]) - 1)))
             with intra_op_threads(self.threads):
                 for i in range(0, len(groups), self.batch_size):
                     rows.update(self._forward(groups[i : i + self.batch_size], cache))
@@ -392,7 +396,7 @@ class CachedTransformer(AsyncTransformer):
                 )
                 kv, block = KV(own, 0), Block(tensor_bytes(own))
             if g.start:
-                cache.demote(g.keys[0][: g.start])
+                cache.demote(g.past_key)
             cache.put(g.keys[0], kv, block, None, None)
         result = {}
         for r, (_, _, k) in enumerate(picks):
@@ -402,9 +406,11 @@ class CachedTransformer(AsyncTransformer):
 
 
 def _keys(token_ids_list) -> list[tuple]:
+    """The queries as `Ids` keys: as they are where they already are `Ids` (whose
+    items are ints: `PromptedLLM` builds its keys so), else converted item by item."""
     keys = []
     for ids in token_ids_list:
-        key = tuple(map(int, ids))
+        key = ids if type(ids) is Ids else Ids(map(int, ids))
         if not key:
             raise ValueError("Token ids must not be empty")
         keys.append(key)

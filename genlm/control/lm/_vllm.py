@@ -48,6 +48,7 @@ import torch
 from genlm.backend.llm import AsyncLM
 
 from genlm.control.lm._errors import PromptTooLongError
+from genlm.control.lm._kv_cache import Ids
 from genlm.control.lm._vllm_capture import ROW_KEY, Capture, capture_class
 from genlm.control.lm._vllm_checks import (
     _cpu_head_sizes,
@@ -91,6 +92,9 @@ class VLLMBackend(AsyncLM):
         row_cache_rows: how many evaluated rows are kept; row_hits: queries
             answered from them without an engine request.
     """
+
+    #: `PromptedLLM` hands its queries over as `Ids` (see `_check`)
+    reads_ids_keys = True
 
     def __init__(self, engine: Any, tokenizer: Any, capture: Capture, in_place: bool = True):
         super().__init__(tokenizer)
@@ -222,7 +226,7 @@ class VLLMBackend(AsyncLM):
         keys = []
         limit = self.max_model_len - 1
         for ids in token_ids_list:
-            key = tuple(map(int, ids))
+            key = ids if type(ids) is Ids else Ids(map(int, ids))
             if not key:
                 raise ValueError("Token ids must not be empty")
             if len(key) > limit:

@@ -22,6 +22,7 @@ from genlm.control.lm._llm_loading import (
     _start_id,
     load_model,
 )
+from genlm.control.lm._kv_cache import Ids
 from genlm.control.lm._rows_memo import LastRows, compose
 from genlm.control.lm._text_encoding import continuation_encoder
 from genlm.control.lm._threads import intra_op_threads
@@ -335,7 +336,10 @@ class PromptedLLM(Potential, HeldByRuns):
         # set every result of the batch at once, which fails on a cancelled future and
         # would then fail the other prompts' queries too. A cancelled caller leaves its
         # queries to finish unobserved instead.
-        queries = asyncio.ensure_future(getattr(self.model, method)([list(k) for k in keys], **kw))
+        # a backend that reads `Ids` keys (ours) gets them as they are: no copy, and
+        # their hashes are already made; any other gets lists, as genlm-backend's take
+        queries = keys if getattr(self.model, "reads_ids_keys", False) else [list(k) for k in keys]
+        queries = asyncio.ensure_future(getattr(self.model, method)(queries, **kw))
         queries.add_done_callback(_retrieve)
         try:
             rows = await asyncio.shield(queries)
@@ -353,7 +357,8 @@ class PromptedLLM(Potential, HeldByRuns):
         of the distinct contexts, or none when the latest block holds them all
         (`LastRows`)."""
         maps, start = self.token_maps, self._start
-        keys = [start + tuple(maps.context_ids(c)) for c in contexts]
+        # `Ids`: ints, hashed once however often the memo and the backend look them up
+        keys = [Ids(start + tuple(maps.context_ids(c))) for c in contexts]
         uniq, inverse = _unique(keys)
         # a closed backend answers nothing, kept rows included (its error names it)
         setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
