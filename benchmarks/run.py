@@ -43,8 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import Workload, embedded_workloads, synthetic_workloads  # noqa: E402
 
 ALL = ("unconstrained", "regex", "json", "sql", "gathered", "synthetic", "structured")
-TARGETS = {"unconstrained (direct, N=16)": 1.5, "regex (AWRS, N=10)": 3.0}
-GATHERED_TARGET = 1.5
+# issue 36's targets, each a ratio to the row's own same-process floor (the gathered
+# runs' floor draws 64 rows)
+TARGETS = {
+    "unconstrained (direct, N=16)": 1.3,
+    "4 runs gathered (direct, N=16 each)": 1.3,
+    "regex (AWRS, N=10)": 1.6,
+    "JSON schema (AWRS, N=10)": 1.6,
+    "SQL Lark grammar (AWRS, N=10)": 1.6,
+}
 
 
 def timed(call, *args) -> tuple[float, int]:
@@ -113,7 +120,7 @@ def table(rows: list[dict], gathered: tuple[float, float] | None) -> str:
     if gathered is not None:
         lines.append("")
         lines.append(
-            f"4 gathered runs / 1 run (wall time): **{gathered[0]:.2f}×** (target ≤ {GATHERED_TARGET:g}×); "
+            f"4 gathered runs / 1 run (wall time): **{gathered[0]:.2f}×**; "
             f"the floor itself: 64 rows / 16 rows = {gathered[1]:.2f}×"
         )
     return "\n".join(lines)
