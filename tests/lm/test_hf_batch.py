@@ -1,6 +1,7 @@
 """`CachedTransformer`: rows equal the uncached forward; the cache stays within its budget."""
 
 import asyncio
+import inspect
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -19,6 +20,7 @@ from genlm.control.lm._hf_batch import (  # noqa: E402
     default_cache_bytes,
     _keys,
     extension_groups,
+    hand_over,
     parameter_bytes,
 )
 from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache  # noqa: E402
@@ -368,3 +370,27 @@ async def test_a_prompted_llm_hands_our_backend_ids_keys_and_others_lists(hf):
     assert all(type(k) is list for k in other.got[0])
     for a, b in zip(rows, rows2):
         np.testing.assert_array_equal(np.asarray(a.weights), np.asarray(b.weights))
+
+
+async def test_handed_over_states_are_shared_never_written_and_give_the_copied_cache_rows(hf):
+    from transformers import DynamicCache
+
+    model, tok = hf
+    ids = torch.tensor([tok.encode("def f(x):")] * 3)
+    with torch.no_grad():
+        first = model(ids, use_cache=True)
+    states = first.past_key_values if getattr(first, "cache", None) is None else first.cache
+    pasts = [(layer.keys.clone(), layer.values.clone()) for layer in states.layers]
+    before = [(k.clone(), v.clone()) for k, v in pasts]
+    shared = hand_over(pasts)
+    for layer, (k, v) in zip(shared.layers, pasts):
+        assert layer.keys is k and layer.values is v  # no copy
+    step = torch.tensor([[5], [6], [7]])
+    arg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+    with torch.no_grad():
+        out = model(step, use_cache=True, **{arg: shared})
+        ref = model(step, use_cache=True, **{arg: DynamicCache(list(before))})
+    torch.testing.assert_close(out.logits, ref.logits, atol=0, rtol=0)
+    for (k, v), (k0, v0) in zip(pasts, before):  # the forward extended new tensors
+        assert torch.equal(k, k0) and torch.equal(v, v0)
+    assert shared.layers[0].keys.shape[2] == pasts[0][0].shape[2] + 1

@@ -32,6 +32,11 @@ import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
+try:
+    from transformers.cache_utils import DynamicLayer
+except ImportError:  # pragma: no cover - transformers < 4.56
+    DynamicLayer = None
+
 from genlm.control._torch_rows import block_positions, rows_at
 from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache, tensor_bytes
 from genlm.control.lm._threads import (
@@ -159,6 +164,24 @@ def _stack_pasts(groups: list[Group], width: int) -> Sequence[tuple[torch.Tensor
             pair.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=0))
         stacked.append(tuple(pair))
     return stacked
+
+
+def hand_over(pasts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A `DynamicCache` whose layers hold the tensors of `pasts` themselves (no copy);
+    `DynamicCache(pasts)`, which copies them, where this transformers' cache has no
+    `DynamicLayer` of the known form."""
+    cache = DynamicCache()
+    if DynamicLayer is None or getattr(cache, "layers", None) != []:
+        return DynamicCache(list(pasts))  # pragma: no cover - other transformers versions
+    try:
+        for keys, values in pasts:
+            layer = DynamicLayer()
+            layer.lazy_initialization(keys, values)
+            layer.keys, layer.values = keys, values
+            cache.layers.append(layer)
+    except (TypeError, AttributeError):  # pragma: no cover - another DynamicLayer
+        return DynamicCache(list(pasts))
+    return cache
 
 
 def _inputs(groups: list[Group], width: int, span: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -314,8 +337,15 @@ class CachedTransformer(AsyncTransformer):
     # Evaluation -------------------------------------------------------------
 
     def _new_cache(self, pasts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
-        """The cache object the model's forward reads `pasts` from (and extends)."""
-        return DynamicCache(list(pasts))
+        """The cache object the model's forward reads `pasts` from (and extends).
+
+        The tensors are handed over as they are: `DynamicCache(pasts)` copies each one
+        (a `torch.cat` onto an empty tensor), and the forward's own update copies them
+        again, so after a resampling step every particle's states were copied three
+        times (the stacking, this, the update) instead of twice. Sharing them is safe:
+        a `DynamicLayer` extends its states by `torch.cat` into new tensors, never
+        writing the ones it was given, which the prefix cache may still hold."""
+        return hand_over(pasts)
 
     @torch.no_grad()
     def evaluate(self, keys: Sequence[tuple], lora_name: str | None = None) -> torch.Tensor:
