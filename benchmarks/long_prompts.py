@@ -38,10 +38,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import real_tokenizers as rt  # noqa: E402
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
-
-import real_tokenizers as rt  # noqa: E402
 
 WORDS = "the quick brown fox jumps over the lazy dog while a function returns values".split()
 

@@ -15,6 +15,7 @@ from genlm.control._device import to_host
 from genlm.control._held import HeldByRuns
 from genlm.control._warn import warn_user
 from genlm.control.lm._errors import PromptTooLongError
+from genlm.control.lm._kv_cache import Ids
 from genlm.control.lm._llm_loading import (
     _check_lora,
     _default_eos,
@@ -22,7 +23,6 @@ from genlm.control.lm._llm_loading import (
     _start_id,
     load_model,
 )
-from genlm.control.lm._kv_cache import Ids
 from genlm.control.lm._rows_memo import LastRows, compose
 from genlm.control.lm._text_encoding import continuation_encoder
 from genlm.control.lm._threads import intra_op_threads
