@@ -394,3 +394,22 @@ async def test_handed_over_states_are_shared_never_written_and_give_the_copied_c
     for (k, v), (k0, v0) in zip(pasts, before):  # the forward extended new tensors
         assert torch.equal(k, k0) and torch.equal(v, v0)
     assert shared.layers[0].keys.shape[2] == pasts[0][0].shape[2] + 1
+
+
+async def test_keys_are_marked_checked_only_when_the_prompt_lies_in_the_vocabulary(hf):
+    llm = PromptedLLM(fresh(hf), eos_byte_strings=[b"\n"])
+    llm.prompt_ids = list(hf[1].encode("def f"))
+    seen = []
+    inner = llm.model.batch_next_token_logprobs_at
+
+    async def spy(token_ids_list, **kw):
+        seen.append(list(token_ids_list))
+        return await inner(token_ids_list, **kw)
+
+    llm.model.batch_next_token_logprobs_at = spy
+    await llm.batch_logw_next([[llm.vocab[5]]])
+    assert seen[-1][0].below == len(llm.token_maps.decode)
+    llm.prompt_ids.append(len(llm.token_maps.decode))  # written in place, past the vocabulary
+    with pytest.raises(IndexError):  # the model refuses it, as before
+        await llm.batch_logw_next([[llm.vocab[6]]])
+    assert seen[-1][0].below is None

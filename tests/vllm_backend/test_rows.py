@@ -145,6 +145,38 @@ async def test_prompt_longer_than_max_model_len_is_a_clear_error(vllm):
     assert (await vllm.model.next_token_logprobs([5] * 255)).shape[0] >= len(vllm.vocab)
 
 
+async def test_ids_outside_the_vocabulary_are_refused_unless_checked_by_their_maker(vllm):
+    from genlm.control.lm._kv_cache import Ids
+
+    model, v = vllm.model, vllm.model.vocab_size
+    for bad in ([5, v], [-1, 5]):
+        with pytest.raises(ValueError, match=r"token ids must lie in \[0, \d+\)"):
+            await model.next_token_logprobs(bad)
+        with pytest.raises(ValueError, match=r"token ids must lie"):  # a bound over the engine's: read
+            await model.next_token_logprobs(marked(Ids(bad), v + 1))
+    good = marked(Ids([5, 6]), v)  # checked by its maker against the engine's vocabulary
+    assert model._check([good], None)[0] is good
+    torch.testing.assert_close(await model.next_token_logprobs(good), await model.next_token_logprobs([5, 6]))
+    seen = []
+    inner = model.batch_next_token_logprobs
+
+    async def spy(token_ids_list, **kw):
+        seen.extend(token_ids_list)
+        return await inner(token_ids_list, **kw)
+
+    model.batch_next_token_logprobs = spy
+    try:
+        await vllm.batch_logw_next([[vllm.vocab[3]], []])
+    finally:
+        del model.batch_next_token_logprobs
+    assert seen and all(type(k) is Ids and k.below == len(vllm.token_maps.decode) <= v for k in seen)
+
+
+def marked(key, below):
+    key.below = below
+    return key
+
+
 async def test_lora_without_lora_engine_is_a_clear_error(vllm):
     with pytest.raises(ValueError, match="started without LoRA.*enable_lora"):
         vllm.model.add_new_lora("/nonexistent", "a")

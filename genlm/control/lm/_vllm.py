@@ -235,7 +235,8 @@ class VLLMBackend(AsyncLM):
                     f"max_model_len={self.max_model_len} leaves {limit} tokens to read "
                     "(raise max_model_len or shorten the prompt)"
                 )
-            if min(key) < 0 or max(key) >= self.vocab_size:
+            checked = key.below is not None and key.below <= self.vocab_size  # by `PromptedLLM`
+            if not checked and (min(key) < 0 or max(key) >= self.vocab_size):
                 raise ValueError(f"token ids must lie in [0, {self.vocab_size}), got {key!r}")
             keys.append(key)
         return keys

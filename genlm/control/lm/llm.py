@@ -357,8 +357,14 @@ class PromptedLLM(Potential, HeldByRuns):
         of the distinct contexts, or none when the latest block holds them all
         (`LastRows`)."""
         maps, start = self.token_maps, self._start
-        # `Ids`: ints, hashed once however often the memo and the backend look them up
+        # `Ids`: ints, hashed once however often the memo and the backend look them up;
+        # marked as checked against the vocabulary (`context_ids` checks the contexts'
+        # ids, the prompt is checked here once per call rather than per key)
         keys = [Ids(start + tuple(maps.context_ids(c))) for c in contexts]
+        bound = len(maps.decode)
+        if min(start) >= 0 and max(start) < bound:
+            for k in keys:
+                k.below = bound
         uniq, inverse = _unique(keys)
         # a closed backend answers nothing, kept rows included (its error names it)
         setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
