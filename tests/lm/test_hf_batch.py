@@ -328,17 +328,23 @@ def test_longest_kv_returns_the_stored_key_and_demoting_it_evicts_it_first():
     assert cache._entries.keys()[0] is stored
 
 
-async def test_a_prompted_llm_hands_our_backend_ids_keys_and_others_lists(hf):
+def spied_llm(hf) -> tuple[PromptedLLM, list]:
+    """A `PromptedLLM` on a fresh backend, and the list its backend's queries go to."""
     llm = PromptedLLM(fresh(hf), eos_byte_strings=[b"\n"])
     llm.prompt_ids = list(hf[1].encode("def f"))
     seen = []
     inner = llm.model.batch_next_token_logprobs_at
 
     async def spy(token_ids_list, **kw):
-        seen.append(token_ids_list)
+        seen.append(list(token_ids_list))
         return await inner(token_ids_list, **kw)
 
     llm.model.batch_next_token_logprobs_at = spy
+    return llm, seen
+
+
+async def test_a_prompted_llm_hands_our_backend_ids_keys_and_others_lists(hf):
+    llm, seen = spied_llm(hf)
     contexts = [[llm.vocab[5]], [llm.vocab[5], llm.vocab[9]]]
     rows = await llm.batch_logw_next(contexts)
     assert all(type(k) is Ids for k in seen[0])
@@ -397,16 +403,7 @@ async def test_handed_over_states_are_shared_never_written_and_give_the_copied_c
 
 
 async def test_keys_are_marked_checked_only_when_the_prompt_lies_in_the_vocabulary(hf):
-    llm = PromptedLLM(fresh(hf), eos_byte_strings=[b"\n"])
-    llm.prompt_ids = list(hf[1].encode("def f"))
-    seen = []
-    inner = llm.model.batch_next_token_logprobs_at
-
-    async def spy(token_ids_list, **kw):
-        seen.append(list(token_ids_list))
-        return await inner(token_ids_list, **kw)
-
-    llm.model.batch_next_token_logprobs_at = spy
+    llm, seen = spied_llm(hf)
     await llm.batch_logw_next([[llm.vocab[5]]])
     assert seen[-1][0].below == len(llm.token_maps.decode)
     llm.prompt_ids.append(len(llm.token_maps.decode))  # written in place, past the vocabulary
