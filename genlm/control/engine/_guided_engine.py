@@ -455,9 +455,8 @@ def _in_vocab_order(vocab: EngineVocab, masks: np.ndarray, runs: list) -> np.nda
 def _run_masks(vocab: EngineVocab, runs: list, w: int) -> list:
     """Per run: the shift down as (words, bits), and the `w` words with the bits of
     the run's positions set; cached per vocabulary."""
-    key = (id(vocab), w)
-    got = _SHIFTS.get(key)
-    if got is None or got[0] is not vocab:
+
+    def make() -> list:
         shifts = []
         for start, stop, at in runs:
             q, r = divmod(start - at, 64)
@@ -471,9 +470,9 @@ def _run_masks(vocab: EngineVocab, runs: list, w: int) -> list:
                 if top < 64:
                     keep[b] &= np.uint64((1 << top) - 1)
             shifts.append((q, r, keep))
-        got = (vocab, shifts)
-        _SHIFTS.put(key, got)
-    return got[1]
+        return shifts
+
+    return _per_vocab(_SHIFTS, vocab, w, make)
 
 
 #: Per vocabulary (and device): its runs of ids and the byte → bits table. Bounded, since
@@ -490,27 +489,33 @@ def _unpacking(vocab: EngineVocab, device: Any) -> tuple:
     the ids as a tensor to gather with); cached per vocabulary and device."""
     import torch
 
-    key = (id(vocab), str(device))
-    got = _UNPACKING.get(key)
-    if got is None or got[0] is not vocab:
+    def make() -> tuple:
         byte_bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
-        table = torch.as_tensor(byte_bits.astype(bool), device=device)
         runs, ids = _runs(vocab)
-        got = (vocab, table, runs, torch.as_tensor(ids, device=device))
-        _UNPACKING.put(key, got)
-    return got[1], got[2], got[3]
+        return torch.as_tensor(byte_bits.astype(bool), device=device), runs, torch.as_tensor(ids, device=device)
+
+    return _per_vocab(_UNPACKING, vocab, str(device), make)
 
 
 def _runs(vocab: EngineVocab) -> tuple[list | None, np.ndarray]:
     """The vocabulary's ids as contiguous runs `(first id, stop id, position)` (None
     when there are more than `_MAX_RUNS`), and the ids; cached per vocabulary."""
-    got = _RUNS.get(id(vocab))
-    if got is None or got[0] is not vocab:
+    def make() -> tuple:
         ids = np.asarray(vocab.vocab_ids)
-        runs = id_runs(ids, _MAX_RUNS)
-        got = (vocab, runs, ids)
-        _RUNS.put(id(vocab), got)
-    return got[1], got[2]
+        return id_runs(ids, _MAX_RUNS), ids
+
+    return _per_vocab(_RUNS, vocab, None, make)
+
+
+def _per_vocab(cache: LRU, vocab: EngineVocab, detail: Any, make: Any) -> Any:
+    """`make()` kept in `cache` under the vocabulary (by identity, with `detail`): an
+    entry holds its vocabulary, so an id reused by a later one never hits it."""
+    key = (id(vocab), detail)
+    got = cache.get(key)
+    if got is None or got[0] is not vocab:
+        got = (vocab, make())
+        cache.put(key, got)
+    return got[1]
 
 
 __all__ = [
