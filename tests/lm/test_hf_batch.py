@@ -17,13 +17,12 @@ from genlm.control.lm._hf_batch import (  # noqa: E402
     DEFAULT_CACHE_BYTES,
     MIN_DEFAULT_CACHE_BYTES,
     CachedTransformer,
-    _keys,
     default_cache_bytes,
     extension_groups,
     hand_over,
     parameter_bytes,
 )
-from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache  # noqa: E402
+from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache, id_keys  # noqa: E402
 
 ATOL = 2e-4
 
@@ -307,12 +306,12 @@ def test_ids_keys_equal_and_hash_as_tuples_and_hash_once():
 
 def test_keys_pass_ids_through_and_convert_anything_else():
     k = Ids((1, 2, 3))
-    assert _keys([k])[0] is k
-    got = _keys([np.array([4, 5]), [6, np.int64(7)], (8,)])
+    assert id_keys([k])[0] is k
+    got = id_keys([np.array([4, 5]), [6, np.int64(7)], (8,)])
     assert got == [(4, 5), (6, 7), (8,)]
     assert all(type(g) is Ids and all(type(i) is int for i in g) for g in got)
     with pytest.raises(ValueError, match="empty"):
-        _keys([Ids(())])
+        id_keys([Ids(())])
 
 
 def test_longest_kv_returns_the_stored_key_and_demoting_it_evicts_it_first():

@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - transformers < 4.56
     DynamicLayer = None
 
 from genlm.control._torch_rows import block_positions, rows_at
-from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache, tensor_bytes
+from genlm.control.lm._kv_cache import KV, Block, PrefixCache, id_keys, tensor_bytes
 from genlm.control.lm._threads import (
     SMALL_MODEL_PARAMS,
     default_threads,
@@ -220,7 +220,7 @@ class CachedTransformer(AsyncTransformer):
             small CPU model and torch's own setting otherwise.
     """
 
-    #: `PromptedLLM` hands its queries over as `Ids` (see `_keys`)
+    #: `PromptedLLM` hands its queries over as `Ids` (see `id_keys`)
     reads_ids_keys = True
 
     def __init__(
@@ -287,7 +287,7 @@ class CachedTransformer(AsyncTransformer):
     async def batch_next_token_logprobs(self, token_ids_list, lora_name=None) -> torch.Tensor:
         """`[len(token_ids_list), V]` next-token log probabilities; concurrent calls made
         in one event-loop pass share one forward."""
-        keys = _keys(token_ids_list)
+        keys = id_keys(token_ids_list)
         return await self._window.submit((keys, lora_name, False))
 
     async def batch_next_token_logprobs_at(self, token_ids_list, lora_name=None) -> tuple[torch.Tensor, np.ndarray | None]:
@@ -299,19 +299,19 @@ class CachedTransformer(AsyncTransformer):
         copies them into that order; a caller that copies the rows anyway (as
         `PromptedLLM` does into its vocabulary's layout) reads them in place instead.
         The block is read-only to callers."""
-        keys = _keys(token_ids_list)
+        keys = id_keys(token_ids_list)
         return await self._window.submit((keys, lora_name, True))
 
     def next_token_logprobs_sync(self, token_ids, lora_name=None) -> torch.Tensor:
         return self.batch_next_token_logprobs_sync([token_ids], lora_name=lora_name)[0]
 
     def batch_next_token_logprobs_sync(self, token_ids_list, lora_name=None) -> torch.Tensor:
-        return self.evaluate(_keys(token_ids_list), lora_name)
+        return self.evaluate(id_keys(token_ids_list), lora_name)
 
     @torch.no_grad()
     def cache_kv(self, prompt_tokens, lora_name=None) -> None:
         """Evaluate `prompt_tokens` so that queries extending it start from its states."""
-        self.evaluate(_keys([prompt_tokens]), lora_name)
+        self.evaluate(id_keys([prompt_tokens]), lora_name)
 
     async def _flush(self, requests: list[tuple[list, Any, bool]]) -> list[Any]:
         by_lora: dict[Any, list[int]] = {}
@@ -435,16 +435,6 @@ class CachedTransformer(AsyncTransformer):
         return result
 
 
-def _keys(token_ids_list) -> list[tuple]:
-    """The queries as `Ids` keys: as they are where they already are `Ids` (whose
-    items are ints: `PromptedLLM` builds its keys so), else converted item by item."""
-    keys = []
-    for ids in token_ids_list:
-        key = ids if type(ids) is Ids else Ids(map(int, ids))
-        if not key:
-            raise ValueError("Token ids must not be empty")
-        keys.append(key)
-    return keys
 
 
 __all__ = ["CachedTransformer", "DEFAULT_CACHE_BYTES", "SMALL_MODEL_PARAMS", "default_cache_bytes", "default_threads",

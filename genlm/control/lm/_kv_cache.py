@@ -45,6 +45,22 @@ class Ids(tuple):
         return (Ids, (tuple(self),))
 
 
+def id_keys(token_ids_list: Any) -> list[Ids]:
+    """The queries as `Ids` keys: as they are where they already are `Ids` (whose
+    items are ints: `PromptedLLM` builds its keys so), else converted item by item.
+
+    Raises:
+        ValueError: an empty query.
+    """
+    keys = []
+    for ids in token_ids_list:
+        key = ids if type(ids) is Ids else Ids(map(int, ids))
+        if not key:
+            raise ValueError("Token ids must not be empty")
+        keys.append(key)
+    return keys
+
+
 class KV(NamedTuple):
     """The key/value states of one sequence: row `row` of a forward's states.
 
@@ -182,4 +198,4 @@ class PrefixCache:
         self._release(entry.row_block)
 
 
-__all__ = ["KV", "Block", "Entry", "Ids", "PrefixCache", "tensor_bytes"]
+__all__ = ["KV", "Block", "Entry", "Ids", "PrefixCache", "id_keys", "tensor_bytes"]

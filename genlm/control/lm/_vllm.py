@@ -48,7 +48,7 @@ import torch
 from genlm.backend.llm import AsyncLM
 
 from genlm.control.lm._errors import PromptTooLongError
-from genlm.control.lm._kv_cache import Ids
+from genlm.control.lm._kv_cache import id_keys
 from genlm.control.lm._vllm_capture import ROW_KEY, Capture, capture_class
 from genlm.control.lm._vllm_checks import (
     _cpu_head_sizes,
@@ -93,7 +93,7 @@ class VLLMBackend(AsyncLM):
             answered from them without an engine request.
     """
 
-    #: `PromptedLLM` hands its queries over as `Ids` (see `_check`)
+    #: `PromptedLLM` hands its queries over as `Ids` (see `id_keys`)
     reads_ids_keys = True
 
     def __init__(self, engine: Any, tokenizer: Any, capture: Capture, in_place: bool = True):
@@ -225,10 +225,7 @@ class VLLMBackend(AsyncLM):
             raise ValueError(f"unknown LoRA adapter {lora_name!r}; register it with add_new_lora()")
         keys = []
         limit = self.max_model_len - 1
-        for ids in token_ids_list:
-            key = ids if type(ids) is Ids else Ids(map(int, ids))
-            if not key:
-                raise ValueError("Token ids must not be empty")
+        for key in id_keys(token_ids_list):
             if len(key) > limit:
                 raise PromptTooLongError(
                     f"a query of {len(key)} tokens is longer than the engine allows: "
