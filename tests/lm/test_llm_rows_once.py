@@ -68,3 +68,23 @@ def test_ordered_rows_equal_indexed_rows(monkeypatch, gather_width, dtype):
         want = whole[torch.as_tensor(order)] if on_device else whole[order]
         assert torch.equal(got, want) if on_device else np.array_equal(got, want)
     assert maps.vocab_runs == [(1, len(maps.decode), 0)]  # the embedded model: EOS is id 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("eos", [None, [b".", b"\n"]])  # EOS id 0 alone; two EOS tokens inside the ids
+def test_host_rows_by_numpy_slices_equal_torch_copies_bit_for_bit(monkeypatch, dtype, eos):
+    base = PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+    maps = (base if eos is None else base.spawn(eos_tokens=eos)).token_maps
+    assert len(maps.eos_idxs) == (1 if eos is None else 2)
+    torch.manual_seed(0)
+    logprobs = torch.log_softmax(torch.randn(4, len(maps.decode)), dim=-1).to(dtype)
+    for order in (None, np.array([3, 0, 3, 1, 2, 0])):
+        monkeypatch.setattr(token_maps, "_GATHER_WIDTH", 0)  # torch's copies
+        slow = next_token_rows(logprobs, maps, False, order)
+        monkeypatch.setattr(token_maps, "_GATHER_WIDTH", 1 << 30)  # NumPy slices
+        fast = next_token_rows(logprobs, maps, False, order)
+        assert fast.dtype == slow.dtype == logprobs.numpy().dtype
+        assert np.array_equal(fast, slow)
+        rows = range(len(logprobs)) if order is None else order
+        eos_want = torch.logsumexp(logprobs[:, list(maps.eos_idxs)], dim=-1).numpy()
+        assert np.array_equal(fast[:, -1], eos_want[list(rows)])

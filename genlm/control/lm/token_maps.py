@@ -255,19 +255,25 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
     if runs is None:  # scattered ids: one gather, then the rows in order
         logprobs = _with_eos_last(logprobs, maps)
         return _in_order(logprobs, order, on_device)
-    eos = eos_of(logprobs, maps)
+    if logprobs.device.type == "cpu" and not on_device and logprobs.dtype in _FULL and logprobs.shape[1] <= _GATHER_WIDTH:
+        # short rows on the host: NumPy slices (with `order`, one gather per run and
+        # for the EOS column); torch's calls would cost more than the bytes
+        src = logprobs.detach().numpy()
+        rows = slice(None) if order is None else np.asarray(order, dtype=np.intp)
+        out = np.empty((len(src) if order is None else len(order), len(maps.vocab_idxs) + 1), dtype=src.dtype)
+        for start, stop, at in runs:
+            out[:, at : at + stop - start] = src[rows, start:stop]
+        eos_idxs = maps.eos_idxs
+        if len(eos_idxs) == 1:
+            out[:, -1] = src[rows, eos_idxs[0]]
+        else:  # the log-sum-exp in torch, as `eos_of` computes it
+            out[:, -1] = eos_of(logprobs, maps).numpy()[rows]
+        return out
     n = len(logprobs) if order is None else len(order)
     device = logprobs.device if on_device else "cpu"
     block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=_full(logprobs.dtype), device=device)
     if order is None:
         pairs = [(block, logprobs)]
-    elif logprobs.device.type == "cpu" and not on_device and logprobs.dtype in _FULL and logprobs.shape[1] <= _GATHER_WIDTH:
-        # short rows: one NumPy gather per run (the copies row by row would cost more
-        # in calls than in bytes)
-        out, src, rows = block.numpy(), logprobs.numpy(), np.asarray(order, dtype=np.intp)
-        for start, stop, at in runs:
-            out[:, at : at + stop - start] = src[rows, start:stop]
-        pairs = []
     elif logprobs.device.type == "cpu":  # row by row: a copy per row and run is cheap here
         pairs = [(block[i], logprobs[int(j)]) for i, j in enumerate(order)]
     else:  # on a device, one kernel per run: gather the rows first
@@ -275,6 +281,7 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
     for out, src in pairs:
         for start, stop, at in runs:
             out[..., at : at + stop - start].copy_(src[..., start:stop])
+    eos = eos_of(logprobs, maps)
     block[:, -1].copy_(eos if order is None else eos[torch.as_tensor(order, device=eos.device)])
     return block if on_device else block.numpy()
 
