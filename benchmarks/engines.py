@@ -30,6 +30,7 @@ import tempfile
 import time
 
 import numpy as np
+from _steps import counted_steps
 from constraint_logw_next import LARK, REGEX  # the same constraints, measured on both paths
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -238,12 +239,12 @@ async def median_call(pot, ctx, n: int, fresh: bool) -> float:
 
 
 async def run_smc(sampler, args) -> tuple[float, int]:
-    """Seconds of one run and its number of steps (the longest sequence's length)."""
-    t = time.perf_counter()
-    seqs = await sampler.smc(
-        n_particles=args.particles, ess_threshold=0.5, max_tokens=args.max_tokens
-    )
-    return time.perf_counter() - t, max(len(c) for c in seqs.contexts)
+    """Seconds of one run and its number of steps (those it ran, see `_steps`)."""
+    with counted_steps() as steps:
+        t = time.perf_counter()
+        await sampler.smc(n_particles=args.particles, ess_threshold=0.5, max_tokens=args.max_tokens)
+        wall = time.perf_counter() - t
+    return wall, steps.most
 
 
 async def section_smc(args, llm) -> None:

@@ -15,7 +15,7 @@ and the environment). On CUDA:
     and regex AWRS SMC at N = 16 and 64 for 64 tokens, and AWRS's search path (the
     regex checked in blocks, the race drawn on the device) at N = 16, each against the floor (plain
     batched decoding with a KV cache on the same device, same N and tokens). Reported:
-    ms per step (`wall / steps`, the steps being the longest returned context) and
+    ms per step (`wall / steps`, the steps being those the run took, see `_steps.py`) and
     `ratio = SMC ms per step / floor ms per step`, the median over `--repeats` after
     one warm-up run of each;
 (c) passes over the vocabulary per particle and step (`_row_passes.RowPasses`: the O(V)
@@ -69,6 +69,7 @@ from _gpu_check_models import (  # noqa: E402
     synchronize,
 )
 from _gpu_check_report import write_report  # noqa: E402
+from _steps import counted_steps  # noqa: E402
 
 REGEX = r"[a-z ,.]+"  # lowercase words: most tokens of both vocabularies are allowed
 PROMPT = "The value of x is"
@@ -180,11 +181,12 @@ async def smc_seconds(llm, sampler, n: int, tokens: int, seed: int) -> tuple[flo
     llm.model.clear_cache()
     device = llm.model.device
     synchronize(device)
-    t0 = time.perf_counter()
-    seqs = await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=seed)
-    synchronize(device)
-    seconds = time.perf_counter() - t0
-    return seconds, max(1, max(len(c) for c in seqs.contexts))
+    with counted_steps() as steps:
+        t0 = time.perf_counter()
+        await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=seed)
+        synchronize(device)
+        seconds = time.perf_counter() - t0
+    return seconds, steps.most
 
 
 async def count_syncs(llm, sampler, n: int, tokens: int) -> float | None:
@@ -196,11 +198,12 @@ async def count_syncs(llm, sampler, n: int, tokens: int) -> float | None:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            seqs = await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=99)
+            with counted_steps() as steps:
+                await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=99)
         finally:
             torch.cuda.set_sync_debug_mode(0)
     syncs = sum("synchroniz" in str(w.message).lower() for w in seen)
-    return syncs / max(1, max(len(c) for c in seqs.contexts))
+    return syncs / steps.most
 
 
 async def count_readbacks(llm, sampler, n: int, tokens: int) -> float:
@@ -209,9 +212,9 @@ async def count_readbacks(llm, sampler, n: int, tokens: int) -> float:
     from genlm.control.draw import counting_readbacks
 
     llm.model.clear_cache()
-    with counting_readbacks() as got:
-        seqs = await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=98)
-    return got.value / max(1, max(len(c) for c in seqs.contexts))
+    with counting_readbacks() as got, counted_steps() as steps:
+        await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=98)
+    return got.value / steps.most
 
 
 async def count_passes(llm, hf, sampler, n: int, tokens: int) -> dict:

@@ -27,6 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from _steps import counted_steps  # noqa: E402
 
 PATTERN = r" [a-z]+( [a-z]+)*\."
 
@@ -52,9 +53,10 @@ async def main() -> None:
             guided.OFF_THREAD = default if mode == "thread" else 1 << 62
             guided.HOST_OFF_THREAD = mode == "thread"
             llm.model.clear_cache()
-            w0, c0 = time.perf_counter(), time.process_time()
-            seqs = await sampler.smc(n_particles=10, ess_threshold=0.5, max_tokens=32, seed=r)
-            steps = max(len(c) for c in seqs.contexts)
+            with counted_steps() as counted:
+                w0, c0 = time.perf_counter(), time.process_time()
+                await sampler.smc(n_particles=10, ess_threshold=0.5, max_tokens=32, seed=r)
+            steps = counted.most
             if r:  # the first pair warms up
                 out[mode].append(
                     (

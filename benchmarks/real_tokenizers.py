@@ -10,7 +10,7 @@ Mistral NeMo's tekken byte-level BPE (131,072 tokens). So the forward is small a
 per-step cost over the vocabulary (rows, EOS, masks, draws) is what the ratios show.
 
 For unconstrained SMC (`direct_token_sampler`, N=16) and regex AWRS (N=10), each
-backend's milliseconds per step (wall / the longest returned context; caches cleared
+backend's milliseconds per step (wall / the steps the run took, `_steps.py`; caches cleared
 before every run, one warm-up run first; median over repeats), beside two floors on the
 same model, batch and number of tokens, timed back to back with the runs:
 
@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from _steps import counted_steps  # noqa: E402
 from floor import lm_floor  # noqa: E402
 from toys.real_tokenizers import KINDS, model_dir  # noqa: E402
 from vllm_steps import engine_opts  # noqa: E402
@@ -92,9 +93,11 @@ def load(kind: str, backends: list[str]) -> dict:
 async def smc_seconds(llm, sampler, n: int, seed: int) -> tuple[float, int]:
     """(wall seconds, steps) of one run, caches cleared first."""
     llm.model.clear_cache()
-    t0 = time.perf_counter()
-    seqs = await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=STEPS, seed=seed)
-    return time.perf_counter() - t0, max(1, max(len(c) for c in seqs.contexts))
+    with counted_steps() as steps:
+        t0 = time.perf_counter()
+        await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=STEPS, seed=seed)
+        wall = time.perf_counter() - t0
+    return wall, steps.most
 
 
 def floors_for(models: dict, prompt: list[int], n: int) -> dict:

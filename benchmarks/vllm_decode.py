@@ -10,7 +10,7 @@ In one process, on one engine (the embedded model), interleaved per repeat:
 - the project's SMC on the vLLM backend (particles decoding in place): unconstrained
   `direct_token_sampler` N=16, regex AWRS N=16, and 4 gathered unconstrained runs × 16
   particles (beside vLLM's decode of 64 rows); ms per step = wall / steps, the steps
-  being the longest returned context; kept rows cleared before every run.
+  being those the runs took (`_steps`); kept rows cleared before every run.
 
 Reported per workload and T: the medians, `ratio = SMC / vLLM decode` (target ≤ 1.2)
 and, per workload, the ms per step at the largest T over that at the smallest
@@ -27,6 +27,8 @@ import os
 import statistics
 import sys
 import time
+
+from _steps import counted_steps
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -100,19 +102,21 @@ def _sampler(llm, kind: str):
 
 
 async def smc(llm, sampler, runs: int, n: int, tokens: int, seed: int) -> tuple[float, int]:
-    """(wall seconds, steps) of `runs` gathered SMC runs of `n` particles."""
+    """(wall seconds, steps) of `runs` gathered SMC runs of `n` particles (the steps
+    they ran, see `_steps`)."""
     llm.model.clear_cache()
     _sync()
-    start = time.perf_counter()
-    out = await asyncio.gather(
-        *(
-            sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=seed + k)
-            for k in range(runs)
+    with counted_steps() as steps:
+        start = time.perf_counter()
+        await asyncio.gather(
+            *(
+                sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=seed + k)
+                for k in range(runs)
+            )
         )
-    )
-    _sync()
-    wall = time.perf_counter() - start
-    return wall, max(1, max(len(c) for seqs in out for c in seqs.contexts))
+        _sync()
+        wall = time.perf_counter() - start
+    return wall, steps.most
 
 
 async def measure(llm, repeats: int, token_counts: list[int], per_query: bool) -> list[dict]:

@@ -5,7 +5,7 @@
 
 For unconstrained SMC (`direct_token_sampler`, N=16) and regex AWRS (N=10) on the
 embedded model, each backend's milliseconds per step (`wall / steps`, the steps
-being the longest returned context; caches cleared before every run, one warm-up
+being those the run took, `_steps.py`; caches cleared before every run, one warm-up
 run first; median over repeats) and, on vLLM, the share of a step spent outside
 vLLM's own calls (`add_request` and `step`, timed by the backend as
 `engine_seconds`): the library's share, targeted at ≤ 20%. Also used by
@@ -20,6 +20,8 @@ import os
 import statistics
 import sys
 import time
+
+from _steps import counted_steps
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -55,13 +57,14 @@ async def _timed_run(llm, sampler, n: int, tokens: int, seed: int) -> tuple[floa
     inside = getattr(llm.model, "engine_seconds", 0.0)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    seqs = await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=seed)
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
+    with counted_steps() as steps:
+        t0 = time.perf_counter()
+        await sampler.smc(n_particles=n, ess_threshold=0.5, max_tokens=tokens, seed=seed)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
     inside = getattr(llm.model, "engine_seconds", 0.0) - inside
-    return wall, inside, max(1, max(len(c) for c in seqs.contexts))
+    return wall, inside, steps.most
 
 
 async def measure(backends: dict, repeats: int, tokens: int) -> list[dict]:
