@@ -95,5 +95,9 @@ class RowCache(Generic[S]):
         """The value for `state`, made and kept on a miss (marks it as used)."""
         return self._items.get_or_make(state, self.make)
 
+    def put(self, state: Hashable, value: S) -> None:
+        """Keep `value` for `state`, made elsewhere exactly as `make(state)` would make it."""
+        self._items.put(state, value)
+
 
 __all__ = ["PrefixStateCache", "RowCache"]

@@ -254,3 +254,24 @@ def test_a_bound_within_the_tokens_left_skips_the_rows_and_changes_no_draw(name,
     (fast, made_fast), (slow, made_slow) = run(True), run(False)
     assert fast == slow
     assert made_fast < made_slow
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_states_ends_take_one_walk_of_the_trie_and_keep_its_row(pattern):
+    """`_ends(q)` (the distances' successor states) walks the trie once for a state
+    whose row is not kept yet, keeps that row as `_rows.get` would, and walks once more
+    (for the ends alone) where the row is kept; the ends are the token's end state
+    where the row allows it, -1 elsewhere."""
+    c = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
+    reference = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
+    walks = []
+    walk = c._trie_states
+    c._trie_states = lambda q: walks.append(q) or walk(q)
+    q = c._state([])
+    ends = c._ends(q)
+    assert walks == [q]
+    row = reference._walk(q)
+    assert np.array_equal(c._rows.peek(q), row)
+    assert np.array_equal(ends, np.where(row[:-1] > -math.inf, reference._trie_states(q)["q"][reference._leaf], -1))
+    assert np.array_equal(c._ends(q), ends)
+    assert walks == [q, q]

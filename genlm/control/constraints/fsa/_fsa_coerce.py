@@ -161,8 +161,11 @@ class CoercedDFA(StateRowCoerced):
 
     def _walk(self, q: int) -> np.ndarray:
         """The row over `vocab_eos` for automaton state `q` (see module docstring)."""
+        return self._row_from_nodes(q, self._trie_states(q))
+
+    def _row_from_nodes(self, q: int, nodes: np.ndarray) -> np.ndarray:
+        """`_walk(q)` from the trie's states after `q` (`_trie_states(q)`)."""
         a = self.potential.automaton
-        nodes = self._trie_states(q)
         state, logw = nodes["q"], nodes["logw"]
         end = state[self._leaf]
         live = end >= 0
@@ -181,10 +184,17 @@ class CoercedDFA(StateRowCoerced):
     max_budget_states = 256  # reachable states searched for the exact distances
 
     def _ends(self, q: int) -> np.ndarray:
-        """Per token, the state after its bytes from `q` (-1 where its row is -inf)."""
-        row = self._rows.get(q)
-        end = self._trie_states(q)["q"][self._leaf]
-        return np.where(row[:-1] > NEG_INF, end, -1)
+        """Per token, the state after its bytes from `q` (-1 where its row is -inf).
+        One walk of the trie gives both the ends and, where it is not kept yet, the row
+        (which is then kept as `_rows.get(q)` would keep it)."""
+        nodes = self._trie_states(q)
+        row = self._rows.peek(q)
+        if row is None:
+            row = self._row_from_nodes(q, nodes)
+            self._rows.put(q, row)
+        else:
+            self._rows.get(q)  # marked as used, as reading it through `get` did
+        return np.where(row[:-1] > NEG_INF, nodes["q"][self._leaf], -1)
 
     def _byte_bound(self) -> np.ndarray:
         """Per state, ⌈fewest bytes to acceptance / longest token⌉ (a lower bound on `d`)."""
