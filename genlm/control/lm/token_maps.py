@@ -258,7 +258,8 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
     if logprobs.device.type == "cpu" and not on_device and logprobs.dtype in _FULL and logprobs.shape[1] <= _GATHER_WIDTH:
         # short rows on the host: NumPy slices (with `order`, one gather per run and
         # for the EOS column); torch's calls would cost more than the bytes
-        src = logprobs.detach().numpy()
+        lp = logprobs.detach()
+        src = lp.numpy()
         rows = slice(None) if order is None else np.asarray(order, dtype=np.intp)
         out = np.empty((len(src) if order is None else len(order), len(maps.vocab_idxs) + 1), dtype=src.dtype)
         for start, stop, at in runs:
@@ -267,7 +268,7 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
         if len(eos_idxs) == 1:
             out[:, -1] = src[rows, eos_idxs[0]]
         else:  # the log-sum-exp in torch, as `eos_of` computes it
-            out[:, -1] = eos_of(logprobs, maps).numpy()[rows]
+            out[:, -1] = eos_of(lp, maps).numpy()[rows]
         return out
     n = len(logprobs) if order is None else len(order)
     device = logprobs.device if on_device else "cpu"
