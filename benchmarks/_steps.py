@@ -26,9 +26,6 @@ class StepCounts:
         """The most steps any run took (at least 1): the steps of runs made side by side."""
         return max(self.per_run.values(), default=0) or 1
 
-    def reset(self) -> None:
-        self.per_run.clear()
-
 
 @contextlib.contextmanager
 def counted_steps() -> Iterator[StepCounts]:

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import real_tokenizers as rt  # noqa: E402
 import torch  # noqa: E402
+from floor import _draw  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
 WORDS = "the quick brown fox jumps over the lazy dog while a function returns values".split()
@@ -74,10 +75,7 @@ def decode_floor(model, clock: ForwardClock, prompt: list[int], n: int, steps: i
     clock.seconds = 0.0
     t0 = time.perf_counter()
     for step in range(steps):
-        probs = torch.softmax(out.logits[:, -1].float(), dim=-1)
-        cdf = probs.cumsum(dim=-1)
-        u = torch.rand(n, 1, generator=gen) * cdf[:, -1:]
-        tokens = torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
+        tokens = _draw(torch.softmax(out.logits[:, -1].float(), dim=-1), gen, "inverse_cdf")
         if step + 1 < steps:
             states = getattr(out, "cache", None)
             states = out.past_key_values if states is None else states
