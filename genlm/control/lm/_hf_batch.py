@@ -435,7 +435,5 @@ class CachedTransformer(AsyncTransformer):
         return result
 
 
-
-
 __all__ = ["CachedTransformer", "DEFAULT_CACHE_BYTES", "SMALL_MODEL_PARAMS", "default_cache_bytes", "default_threads",
            "extension_groups", "intra_op_threads"]
