@@ -32,12 +32,8 @@ import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
-try:
-    from transformers.cache_utils import DynamicLayer
-except ImportError:  # pragma: no cover - transformers < 4.56
-    DynamicLayer = None
-
 from genlm.control._torch_rows import block_positions, rows_at
+from genlm.control.lm._kv_append import HEADROOM, AppendLayer, empty_arena, states_block
 from genlm.control.lm._kv_cache import KV, Block, PrefixCache, id_keys, tensor_bytes
 from genlm.control.lm._threads import (
     SMALL_MODEL_PARAMS,
@@ -128,11 +124,13 @@ def _order(groups: list[Group]) -> list[Group]:
     return sorted(groups, key=lambda g: (-1, 0) if g.past is None else (first[id(g.past.layers)], g.past.row))
 
 
-def _stack_pasts(groups: list[Group], width: int) -> Sequence[tuple[torch.Tensor, torch.Tensor]]:
+def _stack_pasts(groups: list[Group], width: int, extra: int = 0) -> Sequence[tuple[torch.Tensor, torch.Tensor]]:
     """Each layer's pasts stacked over the batch (in `_order`), right-padded with zeros to
     `width`. Rows of one earlier forward are taken with one `index_select` per tensor,
     or not copied at all when they are that forward's rows in order (then the
-    earlier forward's own `layers` tuple is returned)."""
+    earlier forward's own `layers` tuple is returned). Stacked states are written into
+    arenas with room for `extra` more positions and `HEADROOM` (see `_kv_append`), so
+    the forward that reads them extends them in place."""
     runs: list[tuple[Any, list[int]]] = []
     for g in groups:
         layers = None if g.past is None else g.past.layers
@@ -145,37 +143,46 @@ def _stack_pasts(groups: list[Group], width: int) -> Sequence[tuple[torch.Tensor
     example = next(layers for layers, _ in runs if layers is not None)
     if len(runs) == 1 and example[0][0].shape[2] == width and runs[0][1] == list(range(example[0][0].shape[0])):
         return example
+    picks = [None if layers is None or rows == list(range(layers[0][0].shape[0])) else rows for layers, rows in runs]
+    device = example[0][0].device
+    picks = [None if rows is None else torch.tensor(rows, device=device) for rows in picks]
+    batch = sum(len(rows) for _, rows in runs)
     stacked = []
     for layer in range(len(example)):
-        pair = []
-        for side in (0, 1):
-            like = example[layer][side]
-            parts = []
-            for layers, rows in runs:
+        arena = empty_arena(*example[layer], batch, width, width + extra + HEADROOM)
+        for side, buf in enumerate((arena.keys, arena.values)):
+            start = 0
+            for (layers, rows), pick in zip(runs, picks):
+                stop = start + len(rows)
                 if layers is None:
-                    parts.append(like.new_zeros(len(rows), like.shape[1], width, like.shape[3]))
-                    continue
-                t = layers[layer][side]
-                if rows != list(range(t.shape[0])):
-                    t = t.index_select(0, torch.tensor(rows, device=t.device))
-                if t.shape[2] < width:
-                    t = torch.cat([t, t.new_zeros(t.shape[0], t.shape[1], width - t.shape[2], t.shape[3])], dim=2)
-                parts.append(t)
-            pair.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=0))
-        stacked.append(tuple(pair))
+                    buf[start:stop, :, :width].zero_()
+                else:
+                    t = layers[layer][side]
+                    filled = buf[start:stop, :, : t.shape[2]]
+                    if pick is None:
+                        filled.copy_(t)
+                    elif t.device.type == "cpu":  # the rows written straight into the arena
+                        torch.index_select(t, 0, pick, out=filled)
+                    else:
+                        filled.copy_(t.index_select(0, pick))
+                    if t.shape[2] < width:
+                        buf[start:stop, :, t.shape[2] : width].zero_()
+                start = stop
+        stacked.append(arena.views())
     return stacked
 
 
 def hand_over(pasts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
-    """A `DynamicCache` whose layers hold the tensors of `pasts` themselves (no copy);
+    """A `DynamicCache` whose layers hold the tensors of `pasts` themselves (no copy)
+    and extend them in place where they have room (`AppendLayer`);
     `DynamicCache(pasts)`, which copies them, where this transformers' cache has no
     `DynamicLayer` of the known form."""
     cache = DynamicCache()
-    if DynamicLayer is None or getattr(cache, "layers", None) != []:
+    if AppendLayer is None or getattr(cache, "layers", None) != []:
         return DynamicCache(list(pasts))  # pragma: no cover - other transformers versions
     try:
         for keys, values in pasts:
-            layer = DynamicLayer()
+            layer = AppendLayer()
             layer.lazy_initialization(keys, values)
             layer.keys, layer.values = keys, values
             cache.layers.append(layer)
@@ -343,8 +350,8 @@ class CachedTransformer(AsyncTransformer):
         (a `torch.cat` onto an empty tensor), and the forward's own update copies them
         again, so after a resampling step every particle's states were copied three
         times (the stacking, this, the update) instead of twice. Sharing them is safe:
-        a `DynamicLayer` extends its states by `torch.cat` into new tensors, never
-        writing the ones it was given, which the prefix cache may still hold."""
+        an `AppendLayer` writes only positions no tensor the prefix cache holds covers
+        (behind its arena's `used` mark), and copies any other past into a new arena."""
         return hand_over(pasts)
 
     @torch.no_grad()
@@ -394,7 +401,7 @@ class CachedTransformer(AsyncTransformer):
         if mask is not None:
             kwargs["attention_mask"] = mask.to(device)
         if width:
-            pasts = _stack_pasts(groups, width)
+            pasts = _stack_pasts(groups, width, span)
             latest = self._latest
             reuse = latest is not None and pasts is latest[0]
             kwargs[self._cache_arg] = latest[1] if reuse else self._new_cache(pasts)
@@ -414,7 +421,7 @@ class CachedTransformer(AsyncTransformer):
             logits = out.logits[j_idx, p_idx]
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         row_block = Block(tensor_bytes(logprobs))
-        kv_block = Block(tensor_bytes(layers))
+        kv_block = states_block(layers)
         for j, g in enumerate(groups):
             if g.start == width and len(g.new) == span:
                 kv, block = KV(layers, j), kv_block
