@@ -4,9 +4,9 @@ transformers' `DynamicLayer` extends its states by `torch.cat`, which copies the
 whole past into a newly allocated tensor at every forward. Plain decoding frees the
 old tensor, so the allocator hands its memory back at the next step. The prefix
 cache keeps the old states (a resampled particle or another query may resume from
-them), so every forward's copy lands in fresh memory: on the CPU that is a copy of
-the past plus a page fault per 4 KiB page touched, about a fifth of a small model's
-forward.
+them), so every forward's copy lands in fresh memory: a copy of the whole past per
+step, and on the CPU fresh pages to fault in (16 rows of the embedded model, 32
+steps: 2.04 ms per forward with every step's states kept, 1.71 ms written in place).
 
 `AppendLayer` writes the new positions into spare room behind the past instead.
 The states of a layer live in an `Arena` (keys and values of shape
