@@ -14,7 +14,7 @@ from transformers import DynamicCache  # noqa: E402
 from genlm.control import PromptedLLM  # noqa: E402
 from genlm.control.embedded import EMBEDDED_MODEL  # noqa: E402
 from genlm.control.lm._hf_batch import CachedTransformer, Group, _stack_pasts, hand_over  # noqa: E402
-from genlm.control.lm._kv_append import HEADROOM, AppendLayer, arena_of, states_block  # noqa: E402
+from genlm.control.lm._kv_append import AppendLayer, arena_of, capacity, states_block  # noqa: E402
 from genlm.control.lm._kv_cache import KV, PrefixCache  # noqa: E402
 
 
@@ -52,7 +52,8 @@ def test_steps_extend_one_arena_in_place_and_equal_the_concatenating_cache_bit_f
     ours, theirs = hand_over(pasts), DynamicCache([(k.clone(), v.clone()) for k, v in pasts])
     assert all(type(layer) is AppendLayer for layer in ours.layers)
     held = []  # every step's states, as the prefix cache keeps them
-    for t in range(HEADROOM + 5):  # past the first arena's room
+    steps = 40
+    for t in range(steps):  # past several arenas' room
         tokens = [5 + t, 6 + t, 7 + t]
         a, b = _step(model, tokens, ours), _step(model, tokens, theirs)
         assert torch.equal(a.logits, b.logits)
@@ -61,10 +62,13 @@ def test_steps_extend_one_arena_in_place_and_equal_the_concatenating_cache_bit_f
         held.append([(k, v, k.clone(), v.clone()) for k, v in states])
         ours = a.past_key_values if getattr(a, "cache", None) is None else a.cache
         theirs = b.past_key_values if getattr(b, "cache", None) is None else b.cache
-    # One arena per layer until its room ran out, then one more: the past was copied
-    # twice in all (when handed over, when the room ran out), not at every step.
+    # A new arena (a copy of the past) only where the last one's room ran out.
+    arenas, room = 0, 0
+    for length in range(pasts[0][0].shape[2] + 1, pasts[0][0].shape[2] + steps + 1):
+        if length > room:
+            arenas, room = arenas + 1, capacity(length)
     pointers = {held[t][0][0].data_ptr() for t in range(len(held))}
-    assert len(pointers) == 2
+    assert len(pointers) == arenas < steps / 4
     for states in held:  # the states every step handed out kept their values
         for k, v, k0, v0 in states:
             assert torch.equal(k, k0) and torch.equal(v, v0)
@@ -115,7 +119,7 @@ def test_stacked_pasts_are_the_concatenated_rows_zero_padded_with_room_behind_th
     stacked = _stack_pasts(groups, width, 1)
     for layer, (k, v) in enumerate(stacked):
         arena = arena_of(k, v)
-        assert arena is not None and arena.keys.shape[2] == width + 1 + HEADROOM
+        assert arena is not None and arena.keys.shape[2] == width + 1  # room for the forward, no more
         for side, t in enumerate((k, v)):
             full, cut = pasts[layer][side], short[layer][side]
             padded = torch.cat([cut[0:1], cut.new_zeros(1, cut.shape[1], 2, cut.shape[3])], dim=2)
@@ -149,13 +153,16 @@ async def test_a_resampled_run_gives_the_rows_of_the_concatenating_cache_bit_for
     rng = np.random.default_rng(3)
     seqs = [tuple(hf[1].encode("Parse the"))] * 6
     ours, theirs = CachedTransformer(*hf), CachedTransformer(*hf)
-    for step in range(HEADROOM + 6):
+    for step in range(40):
         a = await ours.batch_next_token_logprobs(seqs)
         with monkeypatch.context() as m:
             m.setattr(hf_batch, "AppendLayer", None)  # hand_over falls back to DynamicCache(pasts)
-            m.setattr(hf_batch, "HEADROOM", 0)
             b = await theirs.batch_next_token_logprobs(seqs)
         torch.testing.assert_close(a, b, atol=0, rtol=0)
         ancestors = rng.integers(0, len(seqs), size=len(seqs)) if step % 3 else np.arange(len(seqs))
         toks = torch.multinomial(a.exp(), 1, generator=torch.Generator().manual_seed(step)).ravel()
         seqs = [seqs[i] + (int(toks[i]),) for i in ancestors]
+
+
+def test_an_arena_has_an_eighth_more_room_and_at_least_a_few_positions():
+    assert [capacity(n) for n in (0, 1, 8, 31, 32, 64, 1000)] == [4, 5, 12, 35, 36, 72, 1125]

@@ -33,7 +33,7 @@ from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
 from genlm.control._torch_rows import block_positions, rows_at
-from genlm.control.lm._kv_append import HEADROOM, AppendLayer, empty_arena, states_block
+from genlm.control.lm._kv_append import AppendLayer, empty_arena, states_block
 from genlm.control.lm._kv_cache import KV, Block, PrefixCache, id_keys, tensor_bytes
 from genlm.control.lm._threads import (
     SMALL_MODEL_PARAMS,
@@ -129,8 +129,10 @@ def _stack_pasts(groups: list[Group], width: int, extra: int = 0) -> Sequence[tu
     `width`. Rows of one earlier forward are taken with one `index_select` per tensor,
     or not copied at all when they are that forward's rows in order (then the
     earlier forward's own `layers` tuple is returned). Stacked states are written into
-    arenas with room for `extra` more positions and `HEADROOM` (see `_kv_append`), so
-    the forward that reads them extends them in place."""
+    arenas with room for exactly `extra` more positions, so the forward that reads them
+    writes its new positions in place; they get spare room only when a later forward
+    continues them in order (`AppendLayer`). Resampling at every step would otherwise
+    leave spare room, fresh memory never written, behind every step."""
     runs: list[tuple[Any, list[int]]] = []
     for g in groups:
         layers = None if g.past is None else g.past.layers
@@ -149,7 +151,7 @@ def _stack_pasts(groups: list[Group], width: int, extra: int = 0) -> Sequence[tu
     batch = sum(len(rows) for _, rows in runs)
     stacked = []
     for layer in range(len(example)):
-        arena = empty_arena(*example[layer], batch, width, width + extra + HEADROOM)
+        arena = empty_arena(*example[layer], batch, width, width + extra)
         for side, buf in enumerate((arena.keys, arena.values)):
             start = 0
             for (layers, rows), pick in zip(runs, picks):

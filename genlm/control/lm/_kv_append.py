@@ -16,7 +16,7 @@ view that ends at the arena's `used` mark writes positions `[used, used + n)` in
 place, which no existing view covers, so every state the prefix cache holds keeps
 its values. Extending any other tensor (a view that ends before the mark, because
 another sequence already extended the same past, or a tensor from elsewhere) copies
-it into a new arena with `HEADROOM` spare positions, the copy `torch.cat` would make.
+it into a new arena with spare room (`capacity`), the copy `torch.cat` would make.
 The values written are the ones `torch.cat` would have written, so every row is the
 same as with `DynamicLayer` (`tests/lm/test_kv_append.py` pins them bit for bit).
 """
@@ -34,9 +34,16 @@ try:
 except ImportError:  # pragma: no cover - transformers < 4.56
     DynamicLayer = None
 
-#: spare positions behind a new arena's past: the copy of the past is made once per
-#: `HEADROOM` forwards of one token, not at every forward
-HEADROOM = 32
+#: the fewest spare positions a new arena gets
+MIN_ROOM = 4
+
+
+def capacity(length: int) -> int:
+    """The positions of a new arena for `length` states: an eighth more, at least
+    `MIN_ROOM` more. The past is copied once per `length / 8` forwards of one token
+    (a constant amortized copy per step, where `torch.cat` copies all of it), and the
+    room costs at most an eighth of the states' memory."""
+    return length + max(MIN_ROOM, length >> 3)
 
 # the attribute an arena's views carry (a torch tensor takes Python attributes)
 _ARENA = "_genlm_kv_arena"
@@ -93,9 +100,9 @@ def empty_arena(keys: torch.Tensor, values: torch.Tensor, batch: int, used: int,
 
 
 def _grown(past_keys: torch.Tensor, past_values: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> Arena:
-    """A new arena holding the past (if any) with room for `keys` and `HEADROOM` more."""
+    """A new arena holding the past (if any) with room for `keys` and more (`capacity`)."""
     length = past_keys.shape[2] if past_keys.dim() == 4 else 0
-    arena = empty_arena(keys, values, keys.shape[0], length, length + keys.shape[2] + HEADROOM)
+    arena = empty_arena(keys, values, keys.shape[0], length, capacity(length + keys.shape[2]))
     if length:
         arena.keys[:, :, :length].copy_(past_keys)
         arena.values[:, :, :length].copy_(past_values)
@@ -165,4 +172,4 @@ def states_block(layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Block:
     return block
 
 
-__all__ = ["HEADROOM", "AppendLayer", "Arena", "arena_of", "empty_arena", "states_block"]
+__all__ = ["MIN_ROOM", "AppendLayer", "Arena", "arena_of", "capacity", "empty_arena", "states_block"]
