@@ -42,8 +42,9 @@ def capacity(length: int) -> int:
     """The positions of a new arena for `length` states: an eighth more, at least
     `MIN_ROOM` more. The past is copied once per `length / 8` forwards of one token
     (a constant amortized copy per step, where `torch.cat` copies all of it), and the
-    room costs at most an eighth of the states' memory."""
+    room costs an eighth of the states' memory (4 positions below 40 states)."""
     return length + max(MIN_ROOM, length >> 3)
+
 
 # the attribute an arena's views carry (a torch tensor takes Python attributes)
 _ARENA = "_genlm_kv_arena"
