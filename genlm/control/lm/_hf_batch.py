@@ -124,7 +124,7 @@ def _order(groups: list[Group]) -> list[Group]:
     return sorted(groups, key=lambda g: (-1, 0) if g.past is None else (first[id(g.past.layers)], g.past.row))
 
 
-def _stack_pasts(groups: list[Group], width: int, extra: int = 0) -> Sequence[tuple[torch.Tensor, torch.Tensor]]:
+def _stack_pasts(groups: list[Group], width: int, extra: int) -> Sequence[tuple[torch.Tensor, torch.Tensor]]:
     """Each layer's pasts stacked over the batch (in `_order`), right-padded with zeros to
     `width`. Rows of one earlier forward are taken with one `index_select` per tensor,
     or not copied at all when they are that forward's rows in order (then the
@@ -145,9 +145,11 @@ def _stack_pasts(groups: list[Group], width: int, extra: int = 0) -> Sequence[tu
     example = next(layers for layers, _ in runs if layers is not None)
     if len(runs) == 1 and example[0][0].shape[2] == width and runs[0][1] == list(range(example[0][0].shape[0])):
         return example
-    picks = [None if layers is None or rows == list(range(layers[0][0].shape[0])) else rows for layers, rows in runs]
     device = example[0][0].device
-    picks = [None if rows is None else torch.tensor(rows, device=device) for rows in picks]
+    picks = [  # the rows to take from each earlier forward, None where all of them in order
+        None if layers is None or rows == list(range(layers[0][0].shape[0])) else torch.tensor(rows, device=device)
+        for layers, rows in runs
+    ]
     batch = sum(len(rows) for _, rows in runs)
     stacked = []
     for layer in range(len(example)):
@@ -348,12 +350,12 @@ class CachedTransformer(AsyncTransformer):
     def _new_cache(self, pasts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
         """The cache object the model's forward reads `pasts` from (and extends).
 
-        The tensors are handed over as they are: `DynamicCache(pasts)` copies each one
-        (a `torch.cat` onto an empty tensor), and the forward's own update copies them
-        again, so after a resampling step every particle's states were copied three
-        times (the stacking, this, the update) instead of twice. Sharing them is safe:
-        an `AppendLayer` writes only positions no tensor the prefix cache holds covers
-        (behind its arena's `used` mark), and copies any other past into a new arena."""
+        The tensors are handed over as they are (`DynamicCache(pasts)` would copy each
+        one, a `torch.cat` onto an empty tensor), so after a resampling step every
+        particle's states are copied once, by the stacking into an arena, which the
+        forward then extends in place. Sharing them is safe: an `AppendLayer` writes
+        only positions no tensor the prefix cache holds covers (behind its arena's
+        `used` mark), and copies any other past into a new arena."""
         return hand_over(pasts)
 
     @torch.no_grad()
