@@ -256,22 +256,65 @@ def test_a_bound_within_the_tokens_left_skips_the_rows_and_changes_no_draw(name,
     assert made_fast < made_slow
 
 
+def reference_ends(c, q: int) -> np.ndarray:
+    """Per token of `c`, its end state from `q` by a walk of the whole token trie (-1
+    where the token's row entry is -inf)."""
+    row = c._walk(q)
+    return np.where(row[:-1] > -math.inf, c._trie_states(q)["q"][c._leaf], -1)
+
+
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_a_states_ends_take_one_walk_of_the_trie_and_keep_its_row(pattern):
-    """`_ends(q)` (the distances' successor states) walks the trie once for a state
-    whose row is not kept yet, keeps that row as `_rows.get` would, and walks once more
-    (for the ends alone) where the row is kept; the ends are the token's end state
-    where the row allows it, -1 elsewhere."""
+def test_a_boolean_automatons_ends_walk_the_byte_classes_not_the_tokens(pattern):
+    """`_ends(q)` (the distances' successor states) of a Boolean automaton walks the
+    trie of the tokens' byte-class paths, not the token trie, and gives for every
+    state what the token trie's walk gives: the token's end state where its row
+    allows it, -1 elsewhere."""
     c = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
     reference = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
     walks = []
     walk = c._trie_states
     c._trie_states = lambda q: walks.append(q) or walk(q)
-    q = c._state([])
-    ends = c._ends(q)
-    assert walks == [q]
-    row = reference._walk(q)
-    assert np.array_equal(c._rows.peek(q), row)
-    assert np.array_equal(ends, np.where(row[:-1] > -math.inf, reference._trie_states(q)["q"][reference._leaf], -1))
-    assert np.array_equal(c._ends(q), ends)
-    assert walks == [q, q]
+    for q in range(len(c.potential.automaton.stop)):
+        assert np.array_equal(c._ends(q), reference_ends(reference, q)), q
+    assert walks == []
+    assert c._byte_class_trie[0].n_nodes <= c.trie.n_nodes
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"[A-Z][a-z ,]{0,20}\.( [A-Z][a-z ,]{0,20}\.){0,2}", r" [a-z]+( [a-z]+)*\.", r"\{\"a\": [0-9]{1,5}\}"]
+)
+def test_the_byte_class_ends_on_the_embedded_vocabulary(llm, pattern):
+    """On the embedded model's 4k tokens (pruned to those the automaton can read), the
+    class trie is a fraction of the token trie and the ends equal the token trie's at
+    every state; so do the distances."""
+    c = BoolFSA.from_regex(pattern).coerce(llm, f=b"".join)._budget_twin()
+    reference = BoolFSA.from_regex(pattern).coerce(llm, f=b"".join)._budget_twin()
+    reference._ends = lambda q: reference_ends(reference, q)
+    assert c._byte_class_trie[0].n_nodes * 4 < c.trie.n_nodes
+    for q in range(len(c.potential.automaton.stop)):
+        assert np.array_equal(c._ends(q), reference._ends(q)), q
+    assert np.array_equal(c._distances.of_states(), reference._distances.of_states())
+    assert c._distances.exact == reference._distances.exact
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_within_the_tokens_left_the_largest_bound_is_the_ceiling(pattern):
+    """`batch_most_tokens_to_finish`: outside a run, each context's largest finite
+    bound; inside one, the automaton's largest finite distance wherever the tokens
+    left reach it (never below the exact value), and the exact value nearer the
+    horizon."""
+    c = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
+    contexts = [x for x in live_prefixes(pattern, 3)]
+    bounds = asyncio.run(c.batch_tokens_to_finish(contexts))
+    exact = np.array([r[r < np.inf].max() if (r < np.inf).any() else -np.inf for r in bounds])
+    assert np.array_equal(asyncio.run(c.batch_most_tokens_to_finish(contexts)), exact)
+    dist = c._distances.of_states()
+    ceiling = dist[dist < np.inf].max()
+    assert c._distance_ceiling() == ceiling
+    assert ceiling >= exact.max() > 0
+    for m in range(2, 12):
+        with using_horizon(m):
+            most = asyncio.run(c.batch_most_tokens_to_finish(contexts))
+        left = np.array([m - 2 - len(x) for x in contexts])
+        want = np.where(left >= ceiling, ceiling, exact)
+        assert np.array_equal(most, want), m

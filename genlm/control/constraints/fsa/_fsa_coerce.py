@@ -23,8 +23,10 @@ import numpy as np
 
 from genlm.control._lru import LRU
 from genlm.control._state_cache import RowCache
+from genlm.control._trie import SymbolTrie
 from genlm.control.constraints._state_rows import StateRowCoerced
 from genlm.control.constraints.fsa._fsa_budget import TokenDistances, byte_distances
+from genlm.control.horizon import tokens_left
 from genlm.control.weights import NEG_INF
 
 _MISS = object()
@@ -36,6 +38,15 @@ _NODE = np.dtype([("q", np.int64), ("logw", np.float64)])  # per trie node: stat
 
 def _live(par: np.ndarray) -> np.ndarray:
     return par["q"] >= 0
+
+
+def _live_state(q: np.ndarray) -> np.ndarray:
+    return q >= 0
+
+
+def _only(paths: list) -> Any:
+    """`f` of a `SymbolTrie` built over byte strings themselves."""
+    return paths[0]
 
 
 def _log(x):
@@ -185,8 +196,18 @@ class CoercedDFA(StateRowCoerced):
 
     def _ends(self, q: int) -> np.ndarray:
         """Per token, the state after its bytes from `q` (-1 where its row is -inf).
-        One walk of the trie gives both the ends and, where it is not kept yet, the row
-        (which is then kept as `_rows.get(q)` would keep it)."""
+
+        For a Boolean automaton, one walk of the class trie (`_byte_class_trie`): a token's
+        row entry is 0 exactly where its end state is live. For a weighted one, one
+        walk of the token trie gives both the ends and, where it is not kept yet, the
+        row (which is then kept as `_rows.get(q)` would keep it)."""
+        if self.boolean_rows:
+            trie, symbols, leaf = self._byte_class_trie
+            delta = self.potential.automaton.delta
+            states = np.full(trie.n_nodes, -1, dtype=np.int64)
+            states[0] = q
+            trie.walk(states, lambda par, parents, nodes: delta[par, symbols[nodes]], _live_state)
+            return states[leaf]
         nodes = self._trie_states(q)
         row = self._rows.peek(q)
         if row is None:
@@ -195,6 +216,29 @@ class CoercedDFA(StateRowCoerced):
         else:
             self._rows.get(q)  # marked as used, as reading it through `get` did
         return np.where(row[:-1] > NEG_INF, nodes["q"][self._leaf], -1)
+
+    @cached_property
+    def _byte_class_trie(self) -> tuple[SymbolTrie, np.ndarray, np.ndarray]:
+        """`(trie, symbols, leaf)`: the trie of the tokens' byte paths with every byte
+        replaced by the least byte whose column of `delta` is the same (two such bytes
+        lead every state to the same state, so a path's end state is the same after
+        the replacement), each distinct path once; its nodes' symbols; each token's
+        node. A walk from a state then costs the distinct class paths (for a regex
+        over a few byte classes, a small fraction of a 131k vocabulary's trie), not
+        the tokens. An automaton without one column per byte keeps the token trie."""
+        delta = np.asarray(self.potential.automaton.delta)
+        images = [self.f([x]) for x in self.vocab]
+        if delta.ndim != 2 or delta.shape[1] != 256 or not all(isinstance(i, bytes) for i in images):
+            return self.trie, self._symbols, np.asarray(self._leaf, dtype=np.int64)
+        _, first, inverse = np.unique(delta.T, axis=0, return_index=True, return_inverse=True)
+        table = bytes(first[inverse.ravel()].tolist())
+        distinct: dict[bytes, int] = {}
+        path_of = np.fromiter(
+            (distinct.setdefault(i.translate(table), len(distinct)) for i in images), dtype=np.int64, count=len(images)
+        )
+        classes = SymbolTrie.build(list(distinct), _only)
+        symbols = np.array([-1] + [int(s) for s in classes.symbol[1:]], dtype=np.int64)
+        return classes, symbols, classes.leaf[path_of]
 
     def _byte_bound(self) -> np.ndarray:
         """Per state, ⌈fewest bytes to acceptance / longest token⌉ (a lower bound on `d`)."""
@@ -225,16 +269,43 @@ class CoercedDFA(StateRowCoerced):
         return RowCache(self._distances.row, self._rows.size)
 
     async def batch_most_tokens_to_finish(self, contexts: Sequence[Sequence[Any]]) -> np.ndarray:
-        """Per context, the largest finite entry of its `batch_tokens_to_finish` row
-        (`-inf` where none; `fast_paths.MostTokensToFinish`, exactly the largest): the
-        row is `inf` exactly where this potential's row is `-inf` (a token whose end
-        state can still accept has a finite distance), one number kept per state."""
+        """Per context, an upper bound on the finite entries of its
+        `batch_tokens_to_finish` row (`-inf` where it has none;
+        `fast_paths.MostTokensToFinish`): the row is `inf` exactly where this
+        potential's row is `-inf` (a token whose end state can still accept has a
+        finite distance).
+
+        Inside a run whose tokens left after the context (`horizon.tokens_left`) are at
+        least `_distance_ceiling()`, the largest finite distance of any state, that
+        ceiling is the bound: every finite entry of the row is the distance of some
+        state, so none exceeds it, and the budget then prunes nothing without a walk
+        of the trie for the state. Elsewhere (near the horizon, or outside a run) it
+        is exactly the row's largest finite entry, one number kept per state."""
         out = np.full(len(contexts), NEG_INF)
+        ceiling = None
         for i, context in enumerate(contexts):
             q = self._state(context)
-            if q is not None:
-                out[i] = self._most_rows.get(q)
+            if q is None:
+                continue
+            left = tokens_left(context)
+            if left is not None:
+                ceiling = self._distance_ceiling() if ceiling is None else ceiling
+                if ceiling <= left:
+                    out[i] = ceiling
+                    continue
+            out[i] = self._most_rows.get(q)
         return out
+
+    def _distance_ceiling(self) -> float:
+        """The largest finite `d` of `TokenDistances` over the automaton's states (0
+        where none is finite): no entry of a `batch_tokens_to_finish` row but `inf`
+        exceeds it (its EOS entry is 0 or `inf`)."""
+        ceiling = self.__dict__.get("_ceiling")
+        if ceiling is None:
+            dist = self._distances.of_states()
+            finite = dist[dist < np.inf]
+            ceiling = self._ceiling = float(finite.max()) if finite.size else 0.0
+        return ceiling
 
     @cached_property
     def _most_rows(self) -> RowCache:
