@@ -18,7 +18,7 @@ import regex
 from toys import BigramLM, Searched
 from toys.core import budget_keeps_target, counting_calls
 
-from genlm.control import AWRS, BoolFSA, direct_token_sampler, eager_token_sampler
+from genlm.control import AWRS, WFSA, BoolFSA, direct_token_sampler, eager_token_sampler
 from genlm.control.potential import fast_paths
 from genlm.control.sampler.budget import (
     OUT_OF_BUDGET,
@@ -278,6 +278,23 @@ def test_a_boolean_automatons_ends_walk_the_byte_classes_not_the_tokens(pattern)
         assert np.array_equal(c._ends(q), reference_ends(reference, q)), q
     assert walks == []
     assert c._byte_class_trie[0].n_nodes <= c.trie.n_nodes
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_weighted_automatons_bounds_equal_the_boolean_ones(pattern):
+    """A weighted automaton of the same language (its ends still come from the token
+    trie's walk, with its row) gives the Boolean automaton's bounds, context for
+    context, and the same largest bounds inside a run."""
+    boolean = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
+    weighted = WFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
+    assert not weighted.boolean_rows
+    contexts = live_prefixes(pattern, 3)
+    for m in (None, 5, 8):
+        with using_horizon(m):
+            for f in ("batch_tokens_to_finish", "batch_most_tokens_to_finish"):
+                a = asyncio.run(getattr(boolean, f)(contexts))
+                b = asyncio.run(getattr(weighted, f)(contexts))
+                assert np.array_equal(a, b), (f, m)
 
 
 @pytest.mark.parametrize(
