@@ -41,24 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from floor import lm_floor  # noqa: E402
-
-
-class ForwardClock:
-    """Seconds spent inside `model.forward` (wrapped on the instance)."""
-
-    def __init__(self, model):
-        self.seconds = 0.0
-        inner = model.forward
-
-        def forward(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t0
-
-        model.forward = forward
+from floor import ForwardClock, lm_floor  # noqa: E402
 
 
 def bare_loop(backend, prompt: tuple, n: int, steps: int, seed: int, resample: bool) -> int:

@@ -15,7 +15,9 @@ that much overhead (`draw="multinomial"` measures that variant).
 
 from __future__ import annotations
 
+import functools
 import inspect
+import time
 
 import torch
 from transformers import DynamicCache
@@ -27,6 +29,25 @@ def _draw(probs: torch.Tensor, gen: torch.Generator, how: str) -> torch.Tensor:
     cdf = probs.cumsum(dim=-1)
     u = torch.rand(probs.shape[0], 1, generator=gen, dtype=cdf.dtype) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
+
+
+class ForwardClock:
+    """Seconds spent inside `model.forward` (wrapped on the instance, its signature
+    kept, so `lm_floor` still finds the model's cache argument)."""
+
+    def __init__(self, model):
+        self.seconds = 0.0
+        inner = model.forward
+
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        model.forward = forward
 
 
 @torch.no_grad()

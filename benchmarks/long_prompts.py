@@ -40,27 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import real_tokenizers as rt  # noqa: E402
 import torch  # noqa: E402
-from floor import _draw  # noqa: E402
+from floor import ForwardClock, _draw  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
 WORDS = "the quick brown fox jumps over the lazy dog while a function returns values".split()
-
-
-class ForwardClock:
-    """Seconds spent inside `model.forward` (wrapped on the instance)."""
-
-    def __init__(self, model):
-        self.seconds = 0.0
-        inner = model.forward
-
-        def forward(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t0
-
-        model.forward = forward
 
 
 @torch.no_grad()
