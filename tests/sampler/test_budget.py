@@ -258,17 +258,18 @@ def test_a_bound_within_the_tokens_left_skips_the_rows_and_changes_no_draw(name,
 
 def reference_ends(c, q: int) -> np.ndarray:
     """Per token of `c`, its end state from `q` by a walk of the whole token trie (-1
-    where the token's row entry is -inf)."""
-    row = c._walk(q)
-    return np.where(row[:-1] > -math.inf, c._trie_states(q)["q"][c._leaf], -1)
+    where the token's row entry, made from the same walk, is -inf)."""
+    nodes = c._trie_states(q)
+    row = c._row_from_nodes(q, nodes)
+    return np.where(row[:-1] > -math.inf, nodes["q"][c._leaf], -1)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_a_boolean_automatons_ends_walk_the_byte_classes_not_the_tokens(pattern):
-    """`_ends(q)` (the distances' successor states) of a Boolean automaton walks the
-    trie of the tokens' byte-class paths, not the token trie, and gives for every
-    state what the token trie's walk gives: the token's end state where its row
-    allows it, -1 elsewhere."""
+    """`_ends(q)` (the distances' successor states) and `_walk(q)` (the state's row) of
+    a Boolean automaton walk the trie of the tokens' byte-class paths, not the token
+    trie, and give for every state what the token trie's walk gives: the token's end
+    state where its row allows it, -1 elsewhere; the same row."""
     c = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
     reference = BoolFSA.from_regex(pattern).coerce(VOCAB, f=b"".join, prune=False)
     walks = []
@@ -276,6 +277,7 @@ def test_a_boolean_automatons_ends_walk_the_byte_classes_not_the_tokens(pattern)
     c._trie_states = lambda q: walks.append(q) or walk(q)
     for q in range(len(c.potential.automaton.stop)):
         assert np.array_equal(c._ends(q), reference_ends(reference, q)), q
+        assert np.array_equal(c._walk(q), reference._row_from_nodes(q, reference._trie_states(q))), q
     assert walks == []
     assert c._byte_class_trie[0].n_nodes <= c.trie.n_nodes
 
@@ -298,18 +300,25 @@ def test_a_weighted_automatons_bounds_equal_the_boolean_ones(pattern):
 
 
 @pytest.mark.parametrize(
-    "pattern", [r"[A-Z][a-z ,]{0,20}\.( [A-Z][a-z ,]{0,20}\.){0,2}", r" [a-z]+( [a-z]+)*\.", r"\{\"a\": [0-9]{1,5}\}"]
+    "pattern",
+    [
+        r"[A-Z][a-z ,]{0,20}\.( [A-Z][a-z ,]{0,20}\.){0,2}",
+        r" [a-z]+( [a-z]+)*\.",
+        r"\{\"a\": [0-9]{1,5}\}",
+        r"( the| a)*\.",  # tokens lead back to the start state
+    ],
 )
 def test_the_byte_class_ends_on_the_embedded_vocabulary(llm, pattern):
     """On the embedded model's 4k tokens (pruned to those the automaton can read), the
-    class trie is a fraction of the token trie and the ends equal the token trie's at
-    every state; so do the distances."""
+    class trie is smaller than the token trie and the ends and rows equal the token
+    trie's at every state; so do the distances."""
     c = BoolFSA.from_regex(pattern).coerce(llm, f=b"".join)._budget_twin()
     reference = BoolFSA.from_regex(pattern).coerce(llm, f=b"".join)._budget_twin()
     reference._ends = lambda q: reference_ends(reference, q)
-    assert c._byte_class_trie[0].n_nodes * 4 < c.trie.n_nodes
+    assert c._byte_class_trie[0].n_nodes < c.trie.n_nodes
     for q in range(len(c.potential.automaton.stop)):
         assert np.array_equal(c._ends(q), reference._ends(q)), q
+        assert np.array_equal(c._walk(q), reference._row_from_nodes(q, reference._trie_states(q))), q
     assert np.array_equal(c._distances.of_states(), reference._distances.of_states())
     assert c._distances.exact == reference._distances.exact
 

@@ -171,7 +171,15 @@ class CoercedDFA(StateRowCoerced):
         return self.trie.walk(nodes, step, _live)
 
     def _walk(self, q: int) -> np.ndarray:
-        """The row over `vocab_eos` for automaton state `q` (see module docstring)."""
+        """The row over `vocab_eos` for automaton state `q` (see module docstring). A
+        Boolean automaton's row is 0 exactly where a token's end state is live, so it
+        comes from the byte-class walk of `_ends`; a weighted one walks the token trie
+        for the path weights."""
+        if self.boolean_rows:
+            row = np.full(len(self.vocab_eos), NEG_INF)
+            row[:-1][self._ends(q) >= 0] = 0.0
+            row[-1] = 0.0 if self.potential.automaton.stop[q] > 0 else NEG_INF
+            return row
         return self._row_from_nodes(q, self._trie_states(q))
 
     def _row_from_nodes(self, q: int, nodes: np.ndarray) -> np.ndarray:
