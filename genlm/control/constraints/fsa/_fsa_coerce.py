@@ -44,11 +44,6 @@ def _live_state(q: np.ndarray) -> np.ndarray:
     return q >= 0
 
 
-def _only(paths: list) -> Any:
-    """`f` of a `SymbolTrie` built over byte strings themselves."""
-    return paths[0]
-
-
 def _log(x):
     with np.errstate(divide="ignore"):
         return np.log(x)
@@ -176,25 +171,25 @@ class CoercedDFA(StateRowCoerced):
         comes from the byte-class walk of `_ends`; a weighted one walks the token trie
         for the path weights."""
         if self.boolean_rows:
-            row = np.full(len(self.vocab_eos), NEG_INF)
-            row[:-1][self._ends(q) >= 0] = 0.0
-            row[-1] = 0.0 if self.potential.automaton.stop[q] > 0 else NEG_INF
-            return row
+            return self._row_from_ends(q, self._ends(q))
         return self._row_from_nodes(q, self._trie_states(q))
 
     def _row_from_nodes(self, q: int, nodes: np.ndarray) -> np.ndarray:
         """`_walk(q)` from the trie's states after `q` (`_trie_states(q)`)."""
+        return self._row_from_ends(q, nodes["q"][self._leaf], nodes["logw"][self._leaf])
+
+    def _row_from_ends(self, q: int, end: np.ndarray, logw: np.ndarray | None = None) -> np.ndarray:
+        """`_walk(q)` from each token's end state after `q` (-1: none) and, for a
+        weighted automaton, its path log weight."""
         a = self.potential.automaton
-        state, logw = nodes["q"], nodes["logw"]
-        end = state[self._leaf]
         live = end >= 0
         row = np.full(len(self.vocab_eos), NEG_INF)
-        log_beta = _log(a.beta)
         if a.boolean:
             row[:-1][live] = 0.0
             row[-1] = 0.0 if a.stop[q] > 0 else NEG_INF
         else:
-            row[:-1][live] = logw[self._leaf][live] + log_beta[end[live]] - log_beta[q]
+            log_beta = _log(a.beta)
+            row[:-1][live] = logw[live] + log_beta[end[live]] - log_beta[q]
             row[-1] = _log(a.stop[q]) - log_beta[q]
         return row
 
@@ -244,7 +239,7 @@ class CoercedDFA(StateRowCoerced):
         path_of = np.fromiter(
             (distinct.setdefault(i.translate(table), len(distinct)) for i in images), dtype=np.int64, count=len(images)
         )
-        classes = SymbolTrie.build(list(distinct), _only)
+        classes = SymbolTrie.build(list(distinct), b"".join)
         symbols = np.array([-1] + [int(s) for s in classes.symbol[1:]], dtype=np.int64)
         return classes, symbols, classes.leaf[path_of]
 
@@ -290,18 +285,15 @@ class CoercedDFA(StateRowCoerced):
         of the trie for the state. Elsewhere (near the horizon, or outside a run) it
         is exactly the row's largest finite entry, one number kept per state."""
         out = np.full(len(contexts), NEG_INF)
-        ceiling = None
         for i, context in enumerate(contexts):
             q = self._state(context)
             if q is None:
                 continue
             left = tokens_left(context)
-            if left is not None:
-                ceiling = self._distance_ceiling() if ceiling is None else ceiling
-                if ceiling <= left:
-                    out[i] = ceiling
-                    continue
-            out[i] = self._most_rows.get(q)
+            if left is not None and self._distance_ceiling() <= left:
+                out[i] = self._distance_ceiling()
+            else:
+                out[i] = self._most_rows.get(q)
         return out
 
     def _distance_ceiling(self) -> float:
