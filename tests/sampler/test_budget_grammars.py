@@ -121,6 +121,42 @@ def test_json_bound_is_below_the_fewest_bytes():
     asyncio.run(check())
 
 
+def test_json_bound_counts_the_required_keys_a_typed_key_cannot_be():
+    """In an object that allows other keys, a key being typed that can no longer be a
+    required one leaves that key owed: after `{"x` the bound is 13 bytes of the 14 in
+    `":0,"name":""}` (the comma is not counted), not 2. Where the typed text begins the
+    required name it may be that key, which is then not owed twice. At every prefix of
+    documents with other keys, escapes and nested values the bound never exceeds the
+    bytes that the document still has."""
+    s = JsonSchema(
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    )
+
+    def bound(text: bytes) -> float:
+        return fewest_bytes(s.state(list(text)))
+
+    assert bound(b'{"x') == 13
+    assert bound(b'{"na') == 4  # `me"` may close it: the quote, `:`, a value byte, `}`
+    assert bound(b'{"nb') == 13
+    assert bound(b'{"name') == 4
+    assert bound(b'{"name":"",') == 5  # some key: `"":` and a value byte, then `}`
+    docs = [
+        b'{"x":0,"name":""}',
+        b'{"name":"a","x":[1,{"y":null}]}',
+        b'{"\\u006eame":"q","n":{"name":1}}',
+        b'{"na":true,"nam":"","name":"n"}',
+        b'{"x":{"a":[]},"y":"\\"","name":"\\u00e9"}',
+    ]
+
+    async def check():
+        for doc in docs:
+            assert await s.complete(list(doc)) > -math.inf, doc
+            for i in range(len(doc) + 1):
+                assert bound(doc[:i]) <= len(doc) - i, (doc[:i], bound(doc[:i]))
+
+    asyncio.run(check())
+
+
 @pytest.mark.parametrize("kind", ["cfg", "json"])
 def test_coercions_offer_the_bound(kind):
     lm = bigram(GRAMMAR_VOCAB if kind == "cfg" else JSON_VOCAB)

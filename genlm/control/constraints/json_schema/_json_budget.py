@@ -8,8 +8,9 @@ the schema alone:
 - an open string: its closing quote, and one byte per code point below `minLength`;
 - a literal (`true`, `null`, ...): its unread bytes; a number: none (it may be done);
 - an array: `]`, and one byte per item still owed to `minItems` (one after a comma);
-- an object: `}`; a read key its `:` and its value; a required key not yet written
-  `"key":` and its value (the one being typed excepted);
+- an object: `}`; a read key its `:` and its value; a key being typed its `:`
+  and a byte of its value; a required key not yet written `"key":` and its value
+  (excepted the one being typed, where the typed text so far begins its name);
 - the document: its value, before one is opened.
 
 A value not yet opened counts the fewest bytes of its schema node (`value_bytes`:
@@ -87,20 +88,26 @@ def _key_cost(key: str, node=None, inner: frozenset = frozenset()) -> int:
     return len(key.encode()) + 3 + value
 
 
-def _object_owes(frame: OFrame, typing_key: bool) -> int:
+def _object_owes(frame: OFrame, typing: SFrame | None) -> int:
+    """`frame`'s bytes; `typing` the key being typed in it, if any."""
     owed, alt = 1, frame.alt
     value = 1
     if frame.key is not None and frame.key in alt.props:
         value = value_bytes(alt.props[frame.key])
-    if frame.phase == KEY and not typing_key:
+    if frame.phase == KEY and typing is None:
         owed += 1 + value  # the colon and the value
     elif frame.phase == COLONED:
         owed += value
-    keys = sorted((_key_cost(k, alt.props.get(k)) for k in alt.required - frame.seen), reverse=True)
-    if typing_key and keys:
-        keys = keys[1:]  # the key being typed may be one of them
-    owed += sum(keys)
-    if frame.phase == NEXT and not keys and not typing_key:
+    keys = {k: _key_cost(k, alt.props.get(k)) for k in alt.required - frame.seen}
+    if typing is not None:
+        owed += 2  # the typed key's colon and a byte of its value at least
+        # the typed key may be a required key only where its text so far begins one
+        text = typing.text
+        could = [keys[k] for k in keys if text is not None and k.startswith(text)]
+        if could:
+            owed -= max(could)
+    owed += sum(keys.values())
+    if frame.phase == NEXT and not keys and typing is None:
         owed += 4  # after a comma, some key: `"":` and a value byte at least
     return owed
 
@@ -116,7 +123,8 @@ def _frame_owes(frame, above) -> int:
         owed = max(0, frame.alt.min_items - frame.count - open_item)
         return 1 + max(owed, 1 if frame.phase == NEXT else 0)  # after a comma, an item
     if isinstance(frame, OFrame):
-        return _object_owes(frame, typing_key=frame.phase == KEY and isinstance(above, SFrame))
+        typing = above if frame.phase == KEY and isinstance(above, SFrame) else None
+        return _object_owes(frame, typing)
     if isinstance(frame, Doc):
         return value_bytes(frame.node) if frame.phase == OPEN else 0
     return 0  # a number, which may already be complete
