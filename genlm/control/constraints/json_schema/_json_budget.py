@@ -38,6 +38,8 @@ context's own state: `L(ctx·y) ≥ L(ctx) − w(y)`, `w(y)` the counted bytes `
 
 from __future__ import annotations
 
+import numpy as np
+
 from genlm.control.constraints.json_schema._json_machine import (
     COLONED,
     KEY,
@@ -190,4 +192,227 @@ def mandated_weight(token: bytes, counted: frozenset | None) -> int:
     return sum(b in counted for b in token)
 
 
-__all__ = ["fewest_bytes", "mandated_bytes", "mandated_weight", "stack_owes"]
+
+
+# Tokens from the order of the bytes ----------------------------------------------
+#
+# The counted bytes above come in an order. The bytes that close a configuration's
+# open frames are read innermost frame first, and each frame's own bytes in the
+# order JSON writes them (a key's closing quote, its colon, its value, a comma, the
+# next key, the closing brace). So every completion holds the configuration's
+# `pattern`, a sequence of byte classes, as a subsequence. The tokens that spell a
+# completion split it into consecutive pieces; each piece holds a consecutive part
+# of the pattern as a subsequence of its own bytes. So at least `OrderedCover.fewest`
+# tokens follow: the fewest parts the pattern splits into, each held by some token.
+# A pattern leaves out what it cannot order: the bytes of a value of several
+# kinds, string contents, a number's digits but one, the names of more than three
+# keys still owed, and key names outside the canonical spelling (where `\u006e`
+# may spell `n`).
+
+_DIGITS = b"0123456789"
+_MAX_PERMUTED = 3  # keys still owed, past which their order is not enumerated
+_MAX_PATTERN = 64  # elements kept (a prefix of a pattern is one too)
+_MAX_CASES = 64  # patterns per configuration, past which a frame's cases share a prefix
+
+
+def _spelled_key(key: str, canonical: bool) -> tuple:
+    """`"key":` as byte classes: the name's bytes only where the spelling fixes them."""
+    if not canonical:
+        return (b'"', b'"', b":")
+    import json
+
+    body = json.dumps(key, ensure_ascii=False).encode("utf-8")
+    return tuple(bytes([b]) for b in body) + (b":",)
+
+
+def value_pattern(node, canonical: bool, _open: frozenset = frozenset()) -> tuple:
+    """Byte classes that every value of `node` holds in order (the longest common
+    prefix of its alternatives' patterns)."""
+    if node is None or id(node) in _open or not node.alts:
+        return ()
+    inner = _open | {id(node)}
+    return _common_prefix([_alt_pattern(alt, canonical, inner) for alt in node.alts])
+
+
+def _alt_pattern(alt, canonical: bool, inner: frozenset) -> tuple:
+    if isinstance(alt, Str):
+        return (b'"', b'"')
+    if isinstance(alt, Lit):
+        return tuple(bytes([b]) for b in alt.text)
+    if isinstance(alt, Obj):  # keys in any order: named only where there is one
+        if len(alt.required) > 1:
+            shape = (b'"', b'"', b":")
+            return (b"{",) + shape + ((b",",) + shape) * (len(alt.required) - 1) + (b"}",)
+        return (b"{",) + _keys_pattern(alt, sorted(alt.required), False, canonical, inner) + (b"}",)
+    if isinstance(alt, Arr):
+        return (b"[", b"]")
+    return (_DIGITS,)  # a number holds a digit
+
+
+def _keys_pattern(alt, keys: list, comma_first: bool, canonical: bool, inner=frozenset()) -> tuple:
+    """The owed keys `keys` in this order, each `"key":` and its value, commas between
+    (and before the first where `comma_first`)."""
+    out: tuple = ()
+    for i, k in enumerate(keys):
+        if i or comma_first:
+            out += (b",",)
+        node = alt.props.get(k, alt.additional)
+        out += _spelled_key(k, canonical) + value_pattern(node, canonical, inner)
+    return out
+
+
+def _owed_keys(alt, owed: list, comma_first: bool, canonical: bool) -> list[tuple]:
+    """The patterns of the owed keys, one per order they may come in (the keys'
+    shapes without names or values where there are too many to order)."""
+    if len(owed) > _MAX_PERMUTED:
+        shape = (b'"', b'"', b":")
+        out = (b",",) if comma_first else ()
+        return [out + shape + ((b",",) + shape) * (len(owed) - 1)]
+    from itertools import permutations
+
+    return [_keys_pattern(alt, list(p), comma_first, canonical) for p in permutations(sorted(owed))]
+
+
+def _object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> list[tuple]:
+    """`frame`'s bytes in order, one pattern per case (as `_object_owes` counts them)."""
+    alt, phase = frame.alt, frame.phase
+    head: tuple = ()
+    if typing is not None:
+        head = (b":",)  # the typed key's colon; its value is not known yet
+    elif phase in (KEY, COLONED):  # the colon (where not read yet) and the value
+        node = alt.additional if frame.key is None else alt.props.get(frame.key, alt.additional)
+        head = ((b":",) if phase == KEY else ()) + value_pattern(node, canonical)
+    owed = sorted(alt.required - frame.seen)
+    cases = [(head, owed)]
+    if typing is not None:
+        text = typing.text
+        could = [k for k in owed if text is not None and k.startswith(text)]
+        if could:  # the typed key is one of them, with its value, or another key
+            cases = [
+                (head + value_pattern(alt.props.get(c, alt.additional), canonical), [k for k in owed if k != c])
+                for c in could
+            ]
+    comma_first = phase not in (OPEN, NEXT)
+    out = []
+    for head, keys in cases:
+        if keys:
+            tails = _owed_keys(alt, keys, comma_first, canonical)
+        elif phase == NEXT and typing is None:
+            tails = [(b'"', b'"', b":")]  # after a comma, some key
+        else:
+            tails = [()]
+        out.extend(head + t + (b"}",) for t in tails)
+    return out
+
+
+def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
+    if isinstance(frame, SFrame):
+        return [(b'"',)]
+    if isinstance(frame, LFrame):
+        return [tuple(bytes([b]) for b in frame.text[frame.pos :])]
+    if isinstance(frame, AFrame):
+        return [(b"]",)]
+    if isinstance(frame, OFrame):
+        typing = above if frame.phase == KEY and isinstance(above, SFrame) else None
+        return _object_patterns(frame, typing, canonical)
+    if isinstance(frame, Doc):
+        return [value_pattern(frame.node, canonical) if frame.phase == OPEN else ()]
+    return [()]  # a number, which may already be complete
+
+
+def stack_patterns(stack: tuple) -> list[tuple]:
+    """The patterns of one configuration (every completion holds one of them in
+    order), innermost frame first."""
+    canonical = isinstance(stack[0], Doc) and stack[0].spelling == "canonical"
+    out = [()]
+    for i in range(len(stack) - 1, -1, -1):
+        above = stack[i + 1] if i + 1 < len(stack) else None
+        parts = _frame_patterns(stack[i], above, canonical)
+        if len(out) * len(parts) > _MAX_CASES:
+            parts = [_common_prefix(parts)]
+        out = [p + q for p in out for q in parts]
+    return [p[:_MAX_PATTERN] for p in out]
+
+
+def _common_prefix(patterns: list[tuple]) -> tuple:
+    """The longest common prefix of `patterns` (a subsequence of each)."""
+    first = patterns[0]
+    n = len(first)
+    for p in patterns[1:]:
+        n = min(n, len(p))
+        n = next((k for k in range(n) if p[k] != first[k]), n)
+    return first[:n]
+
+
+class OrderedCover:
+    """`fewest(pattern)`: the fewest tokens whose bytes hold `pattern` (byte classes)
+    as consecutive parts, each part a subsequence of one token's bytes.
+
+    Args:
+        tokens: the vocabulary's byte strings.
+        max_kept: the most patterns whose answer is kept.
+    """
+
+    def __init__(self, tokens: list[bytes], max_kept: int = 4096):
+        self.tokens = tokens
+        self.max_kept = max_kept
+        holders: list[list[int]] = [[] for _ in range(256)]
+        for i, t in enumerate(tokens):
+            for b in set(t):
+                holders[b].append(i)
+        self._holders = [np.asarray(h, dtype=np.int64) for h in holders]
+        self._blocks: dict = {}
+        self._kept: dict = {}
+
+    def _block(self, cls: bytes) -> np.ndarray:
+        """The tokens that hold a byte of `cls`, as rows of bytes padded with -1."""
+        got = self._blocks.get(cls)
+        if got is None:
+            idx = np.unique(np.concatenate([self._holders[b] for b in cls]))
+            width = max((len(self.tokens[i]) for i in idx.tolist()), default=0)
+            got = np.full((len(idx), width), -1, dtype=np.int16)
+            for r, i in enumerate(idx.tolist()):
+                t = self.tokens[i]
+                got[r, : len(t)] = np.frombuffer(t, dtype=np.uint8)
+            self._blocks[cls] = got
+        return got
+
+    def _reach(self, member: np.ndarray, pattern: tuple, i: int) -> int:
+        """The furthest `j` with `pattern[i:j]` a subsequence of one token's bytes
+        (greedy matching, which finds the longest prefix a text holds)."""
+        block = self._block(pattern[i])
+        if not len(block):
+            return i
+        j = np.full(len(block), i, dtype=np.int64)
+        for col in block.T:
+            j += member[j, col] & (col >= 0)
+        return int(j.max())
+
+    def fewest(self, pattern: tuple) -> int:
+        """The fewest parts (0 for an empty pattern). An element that no token holds
+        counts one part (the pattern is then unreachable; a lower bound stays one)."""
+        got = self._kept.get(pattern)
+        if got is not None:
+            return got
+        n = len(pattern)
+        member = np.zeros((n + 1, 257), dtype=bool)  # column -1 (padding): never
+        for k, cls in enumerate(pattern):
+            member[k, list(cls)] = True
+        best = [0] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            far = max(self._reach(member, pattern, i), i + 1)
+            best[i] = 1 + min(best[i + 1 : far + 1])
+        if len(self._kept) >= self.max_kept:
+            self._kept.clear()
+        self._kept[pattern] = best[0]
+        return best[0]
+
+    def fewest_tokens(self, state) -> float:
+        """A lower bound on the tokens from `state` to a complete document: the least
+        over its configurations and their patterns (inf: dead)."""
+        if not state:
+            return INF
+        return float(min(self.fewest(p) for s in state for p in stack_patterns(s)))
+
+
+__all__ = ["OrderedCover", "fewest_bytes", "mandated_bytes", "mandated_weight", "stack_owes", "stack_patterns", "value_pattern"]

@@ -112,6 +112,7 @@ class CoercedJson(StateRowCoerced):
         super().__init__(*args, row_cache_size=row_cache_size, **kwargs)
         trie = self.trie
         self._symbols = np.array([0] + [int(s) for s in trie.symbol[1:]], dtype=np.int64)
+        self._refine_walks = 0
 
     def _state(self, context) -> frozenset | None:
         """The recognizer state after `context`; None when the context has weight zero."""
@@ -148,12 +149,11 @@ class CoercedJson(StateRowCoerced):
     def batch_tokens_to_finish(self):  # type: ignore[override]
         return self._tokens_to_finish
 
-    def _bytes_after(self, state: frozenset) -> np.ndarray:
-        """Per token, the fewest bytes to a complete document after it from `state`
-        (`_json_budget.fewest_bytes` of the state it leads to; inf: dead); then EOS,
-        0 where `state` accepts. One trie walk per state, kept like the rows."""
-        from genlm.control.constraints.json_schema._json_budget import fewest_bytes
-
+    def _successors(self, state: frozenset) -> tuple[list, np.ndarray, np.ndarray]:
+        """`(states, index, bounds)`: the distinct states the tokens lead to from
+        `state`, per token the index of its state among them (-1: the token is
+        dead), and each state's `_bound`. One trie walk per state, kept like the
+        rows."""
         t = self.potential.transitions
         ids = np.full(self.trie.n_nodes, DEAD, dtype=np.int64)
         ids[0] = t.sid(state)
@@ -161,11 +161,63 @@ class CoercedJson(StateRowCoerced):
             ids, lambda par, parents, nodes: t.next_ids(par, self._symbols[nodes]), _live
         )
         leaf = ids[self._leaf]
-        out = np.full(len(self.vocab_eos), INF)
-        for i in np.unique(leaf[leaf >= 0]).tolist():
-            out[:-1][leaf == i] = fewest_bytes(t.states[i])
-        out[-1] = 0.0 if t.accepts(state) else INF
-        return out
+        live = leaf >= 0
+        found, inverse = np.unique(leaf[live], return_inverse=True)
+        index = np.full(len(leaf), -1, dtype=np.int64)
+        index[live] = inverse
+        states = [t.states[i] for i in found.tolist()]
+        return states, index, np.array([self._bound(s) for s in states], dtype=np.float64)
+
+    def _entries(self, state: frozenset, context) -> tuple[np.ndarray, np.ndarray]:
+        """`(bounds, index)` as `_successors` gives them, where a successor whose
+        bound is within one token of the tokens left is raised to one more than its
+        own successors' least bound (0 where it accepts): the bound is not
+        consistent from token to token, and a state it lets in with a bound equal
+        to the tokens left may have no successor that keeps within them. At most
+        `budget_refine_walks` states not yet walked are walked per call; the rest
+        keep their bound."""
+        states, index, bounds = self._successor_cache().get(state)
+        r = tokens_left(context)
+        if r is None or not len(bounds):
+            return bounds, index
+        tight = np.flatnonzero((bounds >= r - 1) & (bounds <= r))
+        if not len(tight):
+            return bounds, index
+        t, cache = self.potential.transitions, self._successor_cache()
+        out = bounds.copy()
+        for i in tight.tolist():
+            s = states[i]
+            if t.accepts(s):
+                continue
+            if cache.peek(s) is None:
+                if self._refine_walks >= self.budget_refine_walks:
+                    continue
+                self._refine_walks += 1
+            after = cache.get(s)[2]
+            out[i] = max(out[i], 1.0 + float(after.min()) if len(after) else float(r) + 1.0)
+        return out, index
+
+    #: Per batch of contexts, the most successor states walked to raise bounds that
+    #: are within one token of the tokens left (`_entries`).
+    budget_refine_walks = 64
+
+    def _bound(self, state: frozenset) -> float:
+        """A lower bound on the tokens from `state` to a complete document: the larger
+        of `⌈fewest_bytes / weight⌉` and the fewest tokens that hold its bytes in
+        order (`_json_budget.OrderedCover`). Kept per state."""
+        from genlm.control.constraints.json_schema._json_budget import OrderedCover
+
+        kept = self.__dict__.get("_bounds")
+        if kept is None:
+            self._cover = OrderedCover([bytes(self._map([x])) for x in self.vocab])
+            kept = self._bounds = RowCache(self._make_bound, max(self._rows.size, 4096))
+        return kept.get(state)
+
+    def _make_bound(self, state: frozenset) -> float:
+        from genlm.control.constraints.json_schema._json_budget import fewest_bytes
+
+        _, weight = self._budget_parts()
+        return max(float(np.ceil(fewest_bytes(state) / weight)), self._cover.fewest_tokens(state))
 
     budget_walk_within = 4  # tokens from the horizon where the trie is walked
 
@@ -185,19 +237,19 @@ class CoercedJson(StateRowCoerced):
         return parts
 
     async def _tokens_to_finish(self, contexts) -> np.ndarray:
-        """`⌈L(ctx·y) / weight⌉` per next token `y`, `L` the fewest bytes to a
-        complete document (`_bytes_after`) and `weight` the most counted bytes in
-        one token (`_budget_parts`); inf for a dead context.
+        """`_bound(ctx·y)` per next token `y` (`_entries`); inf for a dead context.
 
         The walk is taken only where the budget may bind: within
-        `budget_walk_within` tokens of the horizon, or where `L(ctx)` comes within
-        that many tokens of the tokens left. Elsewhere every token gets
-        `⌈max(0, L(ctx) − w(y)) / weight⌉`, below `⌈L(ctx·y) / weight⌉` (`y` holds
-        at most `w(y)` of the counted bytes) and below the tokens left: it prunes
-        nothing there."""
-        cache = self._after_cache()
+        `budget_walk_within` tokens of the horizon, or where `_bound(ctx)` comes
+        within that many tokens of the tokens left. Elsewhere every token gets
+        `⌈max(0, L(ctx) − w(y)) / weight⌉`, `L` the fewest bytes to a complete
+        document and `weight` the most counted bytes in one token (`_budget_parts`):
+        below `⌈L(ctx·y) / weight⌉` (`y` holds at most `w(y)` of the counted
+        bytes), so below `_bound(ctx·y)` and the tokens left: it prunes nothing
+        there."""
         weights, weight = self._budget_parts()
         out = np.full((len(contexts), len(self.vocab_eos)), INF)
+        self._refine_walks = 0
         for k, context in enumerate(contexts):
             state = self._state(context)
             if state is None:
@@ -207,7 +259,8 @@ class CoercedJson(StateRowCoerced):
             if far:
                 out[k, :-1] = np.ceil(np.maximum(fewest - weights, 0.0) / weight)
             else:
-                out[k, :-1] = np.ceil(cache.get(state)[:-1] / weight)
+                bounds, index = self._entries(state, context)
+                out[k, :-1] = np.append(bounds, INF)[index]
         return out
 
     @property
@@ -218,11 +271,12 @@ class CoercedJson(StateRowCoerced):
         """Each context's largest finite entry of its `_tokens_to_finish` row (`-inf`
         where none; `fast_paths.MostTokensToFinish`), by the same branches without
         making the row: far from the horizon `⌈max(0, L(ctx) − min w) / weight⌉`,
-        near it the largest finite entry of its state's kept row (one number kept
-        per state); the EOS entry is read only where no token's entry is finite."""
+        near it the largest of its successor states' bounds (`_entries`); the EOS
+        entry is read only where no token's entry is finite."""
         weights, weight = self._budget_parts()
         least = float(weights.min()) if len(weights) else INF
         out = np.full(len(contexts), NEG_INF)
+        self._refine_walks = 0
         for k, context in enumerate(contexts):
             state = self._state(context)
             if state is None:
@@ -231,7 +285,8 @@ class CoercedJson(StateRowCoerced):
             if far:
                 top = float(np.ceil(max(fewest - least, 0.0) / weight)) if len(weights) else NEG_INF
             else:
-                top = self._most_after().get(state)
+                bounds = self._entries(state, context)[0]
+                top = float(bounds.max()) if len(bounds) else NEG_INF
             if top == NEG_INF and self._ends(state, context):
                 top = 0.0
             out[k] = top
@@ -248,30 +303,15 @@ class CoercedJson(StateRowCoerced):
         row is the cheap one (see `_tokens_to_finish`)."""
         from genlm.control.constraints.json_schema._json_budget import fewest_bytes
 
-        _, weight = self._budget_parts()
         within = self.budget_walk_within
         r = tokens_left(context)
         fewest = fewest_bytes(state)
-        return (r is not None and r > within and fewest <= (r - within) * weight), fewest
+        return (r is not None and r > within and self._bound(state) <= r - within), fewest
 
-    def _after_cache(self) -> RowCache:
-        cache = self.__dict__.get("_after_rows")
+    def _successor_cache(self) -> RowCache:
+        cache = self.__dict__.get("_successor_rows")
         if cache is None:
-            cache = self._after_rows = RowCache(self._bytes_after, self._rows.size)
-        return cache
-
-    def _most_after(self) -> RowCache:
-        """Per state, the largest finite `⌈bytes after / weight⌉` over the tokens."""
-        cache = self.__dict__.get("_most_after_rows")
-        if cache is None:
-            _, weight = self._budget_parts()
-
-            def most(state: frozenset) -> float:
-                row = self._after_cache().get(state)[:-1]
-                finite = row[row < INF]
-                return float(np.ceil(finite.max() / weight)) if finite.size else NEG_INF
-
-            cache = self._most_after_rows = RowCache(most, self._rows.size)
+            cache = self._successor_rows = RowCache(self._successors, self._rows.size)
         return cache
 
 
