@@ -1,5 +1,5 @@
 """The JSON budget's bound from the order of the bytes (`_json_budget.OrderedCover`)
-and its one-token refinement near the horizon (`CoercedJson._entries`).
+and the search near the horizon (`CoercedJson._entries`, `_within`).
 
 Truth is a breadth-first search over token sequences with the schema's own
 `prefix`/`complete`, states told apart by the recognizer (`JsonSchema.state`). The
@@ -14,7 +14,6 @@ import itertools
 import math
 
 import numpy as np
-import pytest
 from toys import BigramLM
 from toys.core import budget_keeps_target
 
@@ -123,37 +122,48 @@ def test_the_ordered_bound_never_exceeds_the_fewest_tokens_and_beats_the_byte_co
     asyncio.run(check())
 
 
-@pytest.mark.parametrize("horizon", [4, 5, 6, 7, 9])
-def test_rows_near_the_horizon_never_exceed_the_fewest_tokens(horizon):
-    """Every finite entry of the row of bounds (with the one-token refinement where a
-    bound is within one token of the tokens left) is at most the fewest tokens after
-    that token, at horizons where the refinement and the walk are taken; the largest
-    bound is the row's largest finite entry."""
-    _, condition, twin = coerced()
-    schema = twin.potential
-    by = {bytes(t): t for t in twin.vocab}
+def test_rows_near_the_horizon_never_exceed_the_fewest_tokens_and_the_search_prunes_more():
+    """At horizons 4–9 and every live context of up to 2 tokens: every finite entry of
+    the row of bounds is at most the fewest tokens after its token, and the largest
+    bound is the row's largest finite entry. Of the tokens after which the document
+    cannot end in time, the search near the horizon (`_within`) prunes more than the
+    bound alone (measured: 658 against 596 of 694) and misses fewer than half as many."""
+    by = {bytes(t): t for t in VOCAB}
 
-    async def check():
-        for ctx in await live_contexts(schema, 2):
-            tokens = [by[t] for t in ctx]
-            with using_horizon(horizon):
-                row = np.asarray(await condition.batch_tokens_to_finish([tokens]))[0]
-                most = np.asarray(await condition.batch_most_tokens_to_finish([tokens]))[0]
-            finite = row[row < np.inf]
-            assert most == (finite.max() if finite.size else -np.inf)
-            for j, tok in enumerate(VOCAB):
-                if row[j] < np.inf:
-                    want = await fewest_tokens(schema, b"".join(ctx) + tok)
-                    assert row[j] <= want, (ctx, tok, row[j], want)
+    async def pruned(slack: int) -> tuple[int, int]:
+        _, condition, twin = coerced()
+        twin.budget_search_slack = slack
+        schema = twin.potential
+        hit = miss = 0
+        for horizon in (4, 5, 6, 7, 9):
+            for ctx in await live_contexts(schema, 2):
+                tokens = [by[t] for t in ctx]
+                left = horizon - 2 - len(ctx)
+                with using_horizon(horizon):
+                    row = np.asarray(await condition.batch_tokens_to_finish([tokens]))[0]
+                    most = np.asarray(await condition.batch_most_tokens_to_finish([tokens]))[0]
+                finite = row[row < np.inf]
+                assert most == (finite.max() if finite.size else -np.inf)
+                for j, tok in enumerate(VOCAB):
+                    if row[j] < np.inf:
+                        want = await fewest_tokens(schema, b"".join(ctx) + tok)
+                        assert row[j] <= want, (ctx, tok, row[j], want)
+                        if want > left:
+                            hit += row[j] > left
+                            miss += row[j] <= left
+        return hit, miss
 
-    asyncio.run(check())
+    searched, alone = asyncio.run(pruned(2)), asyncio.run(pruned(-1))  # -1: no search
+    assert searched[0] + searched[1] == alone[0] + alone[1]
+    assert searched[0] > alone[0]
+    assert 2 * searched[1] < alone[1], (searched, alone)
 
 
-def test_the_refinement_raises_bounds_and_stays_below_the_fewest_tokens():
+def test_the_search_raises_bounds_and_stays_below_the_fewest_tokens():
     """After `{"` and at every number of tokens left from 1 to 7, each finite entry of
-    the row is at most the fewest tokens after its token, and at some the one-token
-    refinement raised the entry above the successor's own bound (with 2 left, `name`
-    from 2 to 3, the truth: `":"`, `"}` and the 2 of `":`+`""`... are not shorter)."""
+    the row is at most the fewest tokens after its token, and at some the search
+    raised the entry above the successor's own bound (with 2 tokens left, `name`:
+    its bound says 2, and no token after it closes the key and the object)."""
     _, condition, twin = coerced()
     schema = twin.potential
     by = {bytes(t): t for t in twin.vocab}

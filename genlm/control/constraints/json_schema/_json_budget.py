@@ -52,7 +52,7 @@ from genlm.control.constraints.json_schema._json_machine import (
     OFrame,
 )
 from genlm.control.constraints.json_schema._json_nodes import Arr, Lit, Obj, Str
-from genlm.control.constraints.json_schema._json_string import SFrame
+from genlm.control.constraints.json_schema._json_string import KeySpec, SFrame
 
 INF = float("inf")
 
@@ -278,7 +278,7 @@ def _object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> l
     alt, phase = frame.alt, frame.phase
     head: tuple = ()
     if typing is not None:
-        head = (b":",)  # the typed key's colon; its value is not known yet
+        head = (b'"', b":")  # the typed key's closing quote and colon
     elif phase in (KEY, COLONED):  # the colon (where not read yet) and the value
         node = alt.additional if frame.key is None else alt.props.get(frame.key, alt.additional)
         head = ((b":",) if phase == KEY else ()) + value_pattern(node, canonical)
@@ -287,9 +287,12 @@ def _object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> l
     if typing is not None:
         text = typing.text
         could = [k for k in owed if text is not None and k.startswith(text)]
-        if could:  # the typed key is one of them, with its value, or another key
+        if could:  # the typed key is one of them (the rest of its name, its value) or another
             cases = [
-                (head + value_pattern(alt.props.get(c, alt.additional), canonical), [k for k in owed if k != c])
+                (
+                    _rest_of_key(c, typing, canonical) + head + value_pattern(alt.props.get(c, alt.additional), canonical),
+                    [k for k in owed if k != c],
+                )
                 for c in could
             ]
     comma_first = phase not in (OPEN, NEXT)
@@ -305,9 +308,21 @@ def _object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> l
     return out
 
 
+def _rest_of_key(key: str, typing: SFrame, canonical: bool) -> tuple:
+    """The bytes of `key` not yet typed, where the canonical spelling fixes them and
+    no escape or UTF-8 character is half read."""
+    if not canonical or typing.esc or typing.u8:
+        return ()
+    import json
+
+    done = len(json.dumps(typing.text, ensure_ascii=False).encode("utf-8")) - 1
+    body = json.dumps(key, ensure_ascii=False).encode("utf-8")[done:-1]
+    return tuple(bytes([b]) for b in body)
+
+
 def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
-    if isinstance(frame, SFrame):
-        return [(b'"',)]
+    if isinstance(frame, SFrame):  # a key's closing quote is its object's (`_object_patterns`)
+        return [()] if isinstance(frame.spec, KeySpec) else [(b'"',)]
     if isinstance(frame, LFrame):
         return [tuple(bytes([b]) for b in frame.text[frame.pos :])]
     if isinstance(frame, AFrame):
