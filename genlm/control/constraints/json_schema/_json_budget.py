@@ -38,6 +38,8 @@ context's own state: `L(ctx·y) ≥ L(ctx) − w(y)`, `w(y)` the counted bytes `
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from genlm.control.constraints.json_schema._json_machine import (
@@ -213,6 +215,7 @@ _DIGITS = b"0123456789"
 _MAX_PERMUTED = 3  # keys still owed, past which their order is not enumerated
 _MAX_PATTERN = 64  # elements kept (a prefix of a pattern is one too)
 _MAX_CASES = 64  # patterns per configuration, past which a frame's cases share a prefix
+_MAX_KEPT = 1 << 16  # patterns kept per kind of key (`stack_patterns`, `_object_patterns`)
 
 
 def _spelled_key(key: str, canonical: bool) -> tuple:
@@ -225,13 +228,20 @@ def _spelled_key(key: str, canonical: bool) -> tuple:
     return tuple(bytes([b]) for b in body) + (b":",)
 
 
+_VALUE_PATTERNS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # node -> {canonical: pattern}
+
+
 def value_pattern(node, canonical: bool, _open: frozenset = frozenset()) -> tuple:
     """Byte classes that every value of `node` holds in order (the longest common
-    prefix of its alternatives' patterns)."""
+    prefix of its alternatives' patterns). Kept per node where no node is open."""
     if node is None or id(node) in _open or not node.alts:
         return ()
-    inner = _open | {id(node)}
-    return _common_prefix([_alt_pattern(alt, canonical, inner) for alt in node.alts])
+    kept = _VALUE_PATTERNS.setdefault(node, {}) if not _open else {}
+    got = kept.get(canonical)
+    if got is None:
+        inner = _open | {id(node)}
+        got = kept[canonical] = _common_prefix([_alt_pattern(alt, canonical, inner) for alt in node.alts])
+    return got
 
 
 def _alt_pattern(alt, canonical: bool, inner: frozenset) -> tuple:
@@ -273,8 +283,23 @@ def _owed_keys(alt, owed: list, comma_first: bool, canonical: bool) -> list[tupl
     return [_keys_pattern(alt, list(p), comma_first, canonical) for p in permutations(sorted(owed))]
 
 
+_OBJECT_PATTERNS: dict = {}  # (frame, what the typed key tells, spelling) -> patterns
+
+
 def _object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> list[tuple]:
-    """`frame`'s bytes in order, one pattern per case (as `_object_owes` counts them)."""
+    """`frame`'s bytes in order, one pattern per case (as `_object_owes` counts them).
+    Kept per frame and what they read of the typed key (its text, whether a
+    character is half read)."""
+    key = (frame, canonical, None if typing is None else (typing.text, bool(typing.esc or typing.u8)))
+    got = _OBJECT_PATTERNS.get(key)
+    if got is None:
+        if len(_OBJECT_PATTERNS) >= _MAX_KEPT:
+            _OBJECT_PATTERNS.clear()
+        got = _OBJECT_PATTERNS[key] = _make_object_patterns(frame, typing, canonical)
+    return got
+
+
+def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> list[tuple]:
     alt, phase = frame.alt, frame.phase
     head: tuple = ()
     if typing is not None:
@@ -335,9 +360,21 @@ def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
     return [()]  # a number, which may already be complete
 
 
+_STACK_PATTERNS: dict = {}  # stack -> its patterns (cleared past `_MAX_KEPT`)
+
+
 def stack_patterns(stack: tuple) -> list[tuple]:
     """The patterns of one configuration (every completion holds one of them in
-    order), innermost frame first."""
+    order), innermost frame first. Kept per stack."""
+    got = _STACK_PATTERNS.get(stack)
+    if got is None:
+        if len(_STACK_PATTERNS) >= _MAX_KEPT:
+            _STACK_PATTERNS.clear()
+        got = _STACK_PATTERNS[stack] = _stack_patterns(stack)
+    return got
+
+
+def _stack_patterns(stack: tuple) -> list[tuple]:
     canonical = isinstance(stack[0], Doc) and stack[0].spelling == "canonical"
     out = [()]
     for i in range(len(stack) - 1, -1, -1):

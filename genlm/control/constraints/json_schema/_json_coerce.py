@@ -245,7 +245,7 @@ class CoercedJson(StateRowCoerced):
         kept = self.__dict__.get("_bounds")
         if kept is None:
             self._cover = OrderedCover([bytes(self._map([x])) for x in self.vocab])
-            kept = self._bounds = RowCache(self._make_bound, max(self._rows.size, 4096))
+            kept = self._bounds = RowCache(self._make_bound, 1 << 16)
         return kept.get(state)
 
     def _make_bound(self, state: frozenset) -> float:
