@@ -230,9 +230,9 @@ class CoercedJson(StateRowCoerced):
 
     #: Successors whose bound is this many tokens below the tokens left, or fewer,
     #: are searched (`_entries`).
-    budget_search_slack = 2
+    budget_search_slack = 1
     #: Per batch of contexts, the most successor states walked by the searches.
-    budget_search_walks = 64
+    budget_search_walks = 16
     #: The most states whose search results are kept before they are dropped.
     budget_search_memo = 1 << 16
 
