@@ -112,9 +112,7 @@ class CoercedJson(StateRowCoerced):
         super().__init__(*args, row_cache_size=row_cache_size, **kwargs)
         trie = self.trie
         self._symbols = np.array([0] + [int(s) for s in trie.symbol[1:]], dtype=np.int64)
-        self._search_walks = 0
-        self._finish_low: dict = {}  # state -> fewer tokens than this cannot end it
-        self._finish_high: dict = {}  # state -> this many tokens can end it
+        self._refine_walks = 0
 
     def _state(self, context) -> frozenset | None:
         """The recognizer state after `context`; None when the context has weight zero."""
@@ -172,69 +170,36 @@ class CoercedJson(StateRowCoerced):
 
     def _entries(self, state: frozenset, context) -> tuple[np.ndarray, np.ndarray]:
         """`(bounds, index)` as `_successors` gives them, where a successor whose
-        bound is within `budget_search_slack` tokens of the tokens left `r` is raised
-        to `r + 1` if a search proves that more than `r` tokens follow it
-        (`_within`): the bound is a per-state count, not consistent from token to
-        token, and a state it lets in near the horizon may have no path that ends in
-        time. A search cut short by `budget_search_walks` keeps the bound."""
+        bound is within one token of the tokens left is raised to one more than its
+        own successors' least bound (0 where it accepts): the bound is not
+        consistent from token to token, and a state it lets in with a bound equal
+        to the tokens left may have no successor that keeps within them. At most
+        `budget_refine_walks` states not yet walked are walked per call; the rest
+        keep their bound."""
         states, index, bounds = self._successor_cache().get(state)
         r = tokens_left(context)
         if r is None or not len(bounds):
             return bounds, index
-        tight = np.flatnonzero((bounds >= r - self.budget_search_slack) & (bounds <= r))
+        tight = np.flatnonzero((bounds >= r - 1) & (bounds <= r))
         if not len(tight):
             return bounds, index
-        if len(self._finish_low) + len(self._finish_high) > self.budget_search_memo:
-            self._finish_low.clear()
-            self._finish_high.clear()
+        t, cache = self.potential.transitions, self._successor_cache()
         out = bounds.copy()
         for i in tight.tolist():
-            try:
-                if not self._within(states[i], int(r)):
-                    out[i] = float(r) + 1.0
-            except _SearchSpent:
+            s = states[i]
+            if t.accepts(s):
                 continue
+            if cache.peek(s) is None:
+                if self._refine_walks >= self.budget_refine_walks:
+                    continue
+                self._refine_walks += 1
+            after = cache.get(s)[2]
+            out[i] = max(out[i], 1.0 + float(after.min()) if len(after) else float(r) + 1.0)
         return out, index
 
-    def _within(self, state: frozenset, k: int) -> bool:
-        """Whether at most `k` tokens take `state` to an accepting state: exact, by a
-        depth-first search over the successor states whose bound is within the
-        tokens they have, least bound first. What it proves is kept per state (the
-        least `k` it ends within, the most it does not), so a state is searched at
-        each depth once.
-
-        Raises:
-            _SearchSpent: `budget_search_walks` states not walked before were
-                walked in this call of `_tokens_to_finish`.
-        """
-        if self.potential.transitions.accepts(state):
-            return True
-        if self._finish_high.get(state, INF) <= k:
-            return True
-        if k <= 0 or max(self._finish_low.get(state, 0), self._bound(state)) > k:
-            return False
-        cache = self._successor_cache()
-        if cache.peek(state) is None:
-            if self._search_walks >= self.budget_search_walks:
-                raise _SearchSpent
-            self._search_walks += 1
-        states, _, bounds = cache.get(state)
-        for i in np.argsort(bounds, kind="stable").tolist():
-            if bounds[i] > k - 1:
-                break
-            if self._within(states[i], k - 1):
-                self._finish_high[state] = k
-                return True
-        self._finish_low[state] = k + 1
-        return False
-
-    #: Successors whose bound is this many tokens below the tokens left, or fewer,
-    #: are searched (`_entries`).
-    budget_search_slack = 1
-    #: Per batch of contexts, the most successor states walked by the searches.
-    budget_search_walks = 16
-    #: The most states whose search results are kept before they are dropped.
-    budget_search_memo = 1 << 16
+    #: Per batch of contexts, the most successor states walked to raise bounds that
+    #: are within one token of the tokens left (`_entries`).
+    budget_refine_walks = 64
 
     def _bound(self, state: frozenset) -> float:
         """A lower bound on the tokens from `state` to a complete document: the larger
@@ -284,7 +249,7 @@ class CoercedJson(StateRowCoerced):
         there."""
         weights, weight = self._budget_parts()
         out = np.full((len(contexts), len(self.vocab_eos)), INF)
-        self._search_walks = 0
+        self._refine_walks = 0
         for k, context in enumerate(contexts):
             state = self._state(context)
             if state is None:
@@ -311,7 +276,7 @@ class CoercedJson(StateRowCoerced):
         weights, weight = self._budget_parts()
         least = float(weights.min()) if len(weights) else INF
         out = np.full(len(contexts), NEG_INF)
-        self._search_walks = 0
+        self._refine_walks = 0
         for k, context in enumerate(contexts):
             state = self._state(context)
             if state is None:
@@ -348,10 +313,6 @@ class CoercedJson(StateRowCoerced):
         if cache is None:
             cache = self._successor_rows = RowCache(self._successors, self._rows.size)
         return cache
-
-
-class _SearchSpent(Exception):
-    """`CoercedJson._within` walked as many new states as it may in one call."""
 
 
 __all__ = ["CoercedJson", "Transitions"]
