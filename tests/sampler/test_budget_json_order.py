@@ -257,3 +257,43 @@ def test_a_small_models_runs_finish_their_documents_within_max_tokens():
             assert ctx[-1] is EOS and len(ctx) <= 32
             doc = json.loads(b"".join(bytes(t) for t in ctx[:-1]))
             assert isinstance(doc.get("name"), str)
+
+
+def test_the_cover_is_the_fewest_parts_and_below_it_where_long_tokens_are_not_scanned():
+    """On random vocabularies and patterns the cover equals a plain dynamic program
+    over every token's greedy match; with tokens longer than `max_scanned` taken at
+    their length, it is never more than that."""
+
+    def plain(tokens: list[bytes], pattern: tuple) -> int:
+        n = len(pattern)
+
+        def reach(i: int) -> int:
+            far = i
+            for t in tokens:
+                j = i
+                for b in t:
+                    if j < n and b in pattern[j]:
+                        j += 1
+                far = max(far, j)
+            return max(far, i + 1)
+
+        best = [0] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            best[i] = 1 + min(best[i + 1 : reach(i) + 1])
+        return best[0]
+
+    class Unscanned(OrderedCover):
+        max_scanned = 3
+
+    rng = np.random.default_rng(0)
+    alphabet = b'{}":,ab0'
+    classes = [bytes([b]) for b in alphabet] + [b"0123456789"]
+    for _ in range(40):
+        tokens = list(
+            {bytes(rng.choice(list(alphabet), size=int(rng.integers(1, 7)))) for _ in range(30)}
+        )
+        tokens += [bytes([b]) for b in alphabet]  # every element is held
+        pattern = tuple(classes[k] for k in rng.integers(0, len(classes), size=int(rng.integers(1, 12))))
+        want = plain(tokens, pattern)
+        assert OrderedCover(tokens).fewest(pattern) == want, (tokens, pattern)
+        assert Unscanned(tokens).fewest(pattern) <= want

@@ -405,40 +405,74 @@ class OrderedCover:
         max_kept: the most patterns whose answer is kept.
     """
 
+    #: Tokens longer than this are not scanned: each is taken to hold as many
+    #: elements of a pattern as it has bytes, where it holds the first (a bound that
+    #: only lowers the count).
+    max_scanned = 64
+
     def __init__(self, tokens: list[bytes], max_kept: int = 4096):
-        self.tokens = tokens
         self.max_kept = max_kept
+        lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
+        short = lengths <= self.max_scanned
+        width = int(lengths[short].max(initial=0))
+        # the short tokens' bytes, one row each, padded with 0: no pattern reads 0
+        # (a key name's control characters are escapes in every spelling)
+        self._bytes = np.zeros((len(tokens), width), dtype=np.uint8)
+        keep = np.flatnonzero(short & (lengths > 0))
+        if len(keep):
+            flat = np.frombuffer(b"".join(tokens[i] for i in keep.tolist()), dtype=np.uint8)
+            rows = np.repeat(keep, lengths[keep])
+            starts = np.repeat(np.cumsum(lengths[keep]) - lengths[keep], lengths[keep])
+            self._bytes[rows, np.arange(len(flat)) - starts] = flat
+        self._lengths = lengths
+        self._short = short
         holders: list[list[int]] = [[] for _ in range(256)]
         for i, t in enumerate(tokens):
             for b in set(t):
                 holders[b].append(i)
         self._holders = [np.asarray(h, dtype=np.int64) for h in holders]
-        self._blocks: dict = {}
+        self._of_class: dict = {}
+        self._pairs: dict = {}
         self._kept: dict = {}
 
-    def _block(self, cls: bytes) -> np.ndarray:
-        """The tokens that hold a byte of `cls`, as rows of bytes padded with -1."""
-        got = self._blocks.get(cls)
+    def _holding(self, cls: bytes) -> np.ndarray:
+        """The tokens that hold a byte of `cls` (sorted)."""
+        got = self._of_class.get(cls)
         if got is None:
-            idx = np.unique(np.concatenate([self._holders[b] for b in cls]))
-            width = max((len(self.tokens[i]) for i in idx.tolist()), default=0)
-            got = np.full((len(idx), width), -1, dtype=np.int16)
-            for r, i in enumerate(idx.tolist()):
-                t = self.tokens[i]
-                got[r, : len(t)] = np.frombuffer(t, dtype=np.uint8)
-            self._blocks[cls] = got
+            got = self._of_class[cls] = np.unique(np.concatenate([self._holders[b] for b in cls]))
+        return got
+
+    def _pair(self, first: bytes, second: bytes) -> tuple[np.ndarray, int]:
+        """The short tokens that hold a byte of each class (only they can hold two
+        elements of a pattern from one that starts with `first`), and the longest
+        long token that holds a byte of `first` (0: none)."""
+        key = (first, second)
+        got = self._pairs.get(key)
+        if got is None:
+            a = self._holding(first)
+            both = np.intersect1d(a, self._holding(second), assume_unique=True)
+            longest = self._lengths[a[~self._short[a]]]
+            got = self._pairs[key] = (both[self._short[both]], int(longest.max(initial=0)))
         return got
 
     def _reach(self, member: np.ndarray, pattern: tuple, i: int) -> int:
         """The furthest `j` with `pattern[i:j]` a subsequence of one token's bytes
-        (greedy matching, which finds the longest prefix a text holds)."""
-        block = self._block(pattern[i])
-        if not len(block):
+        (greedy matching, which finds the longest prefix a text holds), or at least
+        that far (a long token counts its length)."""
+        n = len(pattern)
+        if not len(self._holding(pattern[i])):
             return i
-        j = np.full(len(block), i, dtype=np.int64)
-        for col in block.T:
-            j += member[j, col] & (col >= 0)
-        return int(j.max())
+        if i + 1 == n:
+            return n
+        rows, longest = self._pair(pattern[i], pattern[i + 1])
+        far = min(i + longest, n) if longest else i + 1
+        if len(rows):
+            block = self._bytes[rows, : int(self._lengths[rows].max())]
+            j = np.full(len(rows), i, dtype=np.int64)
+            for col in block.T:
+                j += member[j, col]
+            far = max(far, int(j.max()))
+        return far
 
     def fewest(self, pattern: tuple) -> int:
         """The fewest parts (0 for an empty pattern). An element that no token holds
@@ -447,9 +481,10 @@ class OrderedCover:
         if got is not None:
             return got
         n = len(pattern)
-        member = np.zeros((n + 1, 257), dtype=bool)  # column -1 (padding): never
+        member = np.zeros((n + 1, 256), dtype=bool)  # row n: past the pattern
         for k, cls in enumerate(pattern):
             member[k, list(cls)] = True
+        member[:, 0] = False  # the padding byte
         best = [0] * (n + 1)
         for i in range(n - 1, -1, -1):
             far = max(self._reach(member, pattern, i), i + 1)
