@@ -45,18 +45,19 @@ class JsonSchema(CachedRecognizer):
     Language: UTF-8 JSON text (RFC 8259) spelled as `spelling` says
     (`_json_spelling`; docs/potentials.md):
 
-    - "canonical" (the default): no whitespace outside strings, and each string
+    - "canonical": no whitespace outside strings, and each string
       (keys and values) spelled as `json.dumps(s, ensure_ascii=False)` spells it
       (raw characters; `\\"`, `\\\\`, `\\b \\t \\n \\f \\r`, and `\\u00XX`
       in lowercase hex for the other control characters; no other escape);
     - "compact": no whitespace outside strings, every JSON escape in strings;
-    - "any": whitespace (space, tab, LF, CR) wherever JSON allows it, every JSON
-      escape (0.4.1's language).
+    - "any" (the default): whitespace (space, tab, LF, CR) wherever JSON allows
+      it, every JSON escape (RFC 8259's language, and 0.4.1's).
 
-    The default is canonical because a small or untuned model given any whitespace
-    tends to write whitespace until `max_tokens`, and given every escape, keys as
+    Generate with "canonical": a small or untuned model given any whitespace tends
+    to write whitespace until `max_tokens`, and given every escape, keys as
     `"\\u0061ge"`; with one spelling per string, the target's mass on a document
-    is not split among its spellings. All three accept the same documents.
+    is not split among its spellings (the command line's `--json-schema` spells
+    canonically unless told otherwise). All three accept the same documents.
     `complete` agrees with `json.loads` +
     `jsonschema` validation except where this class is stricter or exact:
 
@@ -105,7 +106,7 @@ class JsonSchema(CachedRecognizer):
         validate: accepted for genlm-control 0.4.1 code (`validate=False` skipped its
             metaschema check); the schema is always checked here, since compiling it
             needs a valid schema.
-        spelling: "canonical" (default), "compact" or "any", as above. Part of the
+        spelling: "any" (default), "compact" or "canonical", as above. Part of the
             constraint's identity: the engine path serves the same spelling.
 
     Raises:
