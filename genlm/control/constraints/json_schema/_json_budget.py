@@ -38,6 +38,7 @@ context's own state: `L(ctx·y) ≥ L(ctx) − w(y)`, `w(y)` the counted bytes `
 
 from __future__ import annotations
 
+import json
 import weakref
 
 import numpy as np
@@ -222,8 +223,6 @@ def _spelled_key(key: str, canonical: bool) -> tuple:
     """`"key":` as byte classes: the name's bytes only where the spelling fixes them."""
     if not canonical:
         return (b'"', b'"', b":")
-    import json
-
     body = json.dumps(key, ensure_ascii=False).encode("utf-8")
     return tuple(bytes([b]) for b in body) + (b":",)
 
@@ -338,8 +337,6 @@ def _rest_of_key(key: str, typing: SFrame, canonical: bool) -> tuple:
     no escape or UTF-8 character is half read."""
     if not canonical or typing.esc or typing.u8:
         return ()
-    import json
-
     done = len(json.dumps(typing.text, ensure_ascii=False).encode("utf-8")) - 1
     body = json.dumps(key, ensure_ascii=False).encode("utf-8")[done:-1]
     return tuple(bytes([b]) for b in body)
