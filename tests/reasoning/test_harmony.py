@@ -227,7 +227,10 @@ async def test_awrs_probes_tokens_that_leave_the_format(chat, wcfg, tok):
     harmony = HarmonyPotential(boolean, tok, ["final"])
     exact = await enumerate_target(lm, 7, condition=harmony)
     sampler = AWRS(lm, harmony, seed=0)
-    seqs = await SMC(sampler)(n_particles=20, max_tokens=7, ess_threshold=0.5)
+    # Seeded: a resampled run can collapse onto one lineage that then meets a dead prefix,
+    # so about 1 unseeded run in 100 ends with every particle at weight zero (6 of 600
+    # seeds measured), which is a correct outcome that the last assert would call a failure.
+    seqs = await SMC(sampler)(n_particles=20, max_tokens=7, ess_threshold=0.5, seed=0)
     for ctx, w in zip(seqs.contexts, seqs.log_weights):
         if w > NEG_INF:
             assert tuple(ctx[:-1]) in exact.sequences and ctx[-1] is EOS
