@@ -345,3 +345,25 @@ def test_warnings_name_no_line_of_source(capsys):
     assert lines and lines[0].startswith("genlm-control: warning: every one of the 4 particles")
     assert len(lines) == 1, err
     assert ".py" not in err and "return await" not in err
+
+
+def test_the_one_thread_setting_is_for_the_hf_backend_only():
+    """vLLM's CPU build binds its OpenMP threads when its engine starts and aborts a step
+    run on another count, so the command line sets one torch thread only on the HF backend."""
+    import torch
+
+    from genlm.control._cli_embedded import one_torch_thread
+    from genlm.control.embedded import EMBEDDED_MODEL
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with one_torch_thread(EMBEDDED_MODEL, "vllm"):
+            assert torch.get_num_threads() == 2
+        with one_torch_thread("some/other-model", "hf"):
+            assert torch.get_num_threads() == 2
+        with one_torch_thread(EMBEDDED_MODEL, "hf"):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

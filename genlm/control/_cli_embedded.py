@@ -41,16 +41,23 @@ def one_thread_before_torch(model: str, backend: str | None) -> None:
     CPU build wants its threads."""
     if model not in ALIASES or "torch" in sys.modules:
         return
-    from genlm.control.lm import vllm_importable
-
-    if backend == "hf" or (backend is None and not vllm_importable()):
+    if _on_hf(backend):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def _on_hf(backend: str | None) -> bool:
+    """Whether `backend` resolves to the HF backend (None: vLLM where it is importable)."""
+    from genlm.control.lm import vllm_importable
+
+    return backend == "hf" or (backend is None and not vllm_importable())
+
+
 @contextlib.contextmanager
-def one_torch_thread(model: str) -> Iterator[None]:
-    """One intra-op torch thread while the embedded model runs (restored after)."""
-    if model not in ALIASES:
+def one_torch_thread(model: str, backend: str | None) -> Iterator[None]:
+    """One intra-op torch thread while the embedded model runs on the HF backend
+    (restored after). Not on vLLM: its CPU build binds its OpenMP threads when the engine
+    starts, and its attention aborts the process when a step runs on another count."""
+    if model not in ALIASES or not _on_hf(backend):
         yield
         return
     import torch

@@ -272,7 +272,7 @@ async def generate(args: argparse.Namespace, item: Any = _FROM_ARGS) -> dict:
     model = preflight(args)
     if item is _FROM_ARGS:
         item = _item_constraint(args)
-    with one_torch_thread(model):
+    with one_torch_thread(model, args.backend):
         return await _generate(args, model, item)
 
 
