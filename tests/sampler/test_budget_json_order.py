@@ -14,6 +14,7 @@ import itertools
 import math
 
 import numpy as np
+import pytest
 from toys import BigramLM
 from toys.core import budget_keeps_target
 
@@ -50,20 +51,22 @@ VOCAB = [
 ]
 
 
-def bigram(seed: int = 0) -> BigramLM:
+def bigram(seed: int = 0, vocab: list = VOCAB) -> BigramLM:
     rng = np.random.default_rng(seed)
-    rows = {k: rng.dirichlet(np.ones(len(VOCAB) + 1)) for k in [None, *VOCAB]}
-    return BigramLM(VOCAB, rows)
+    rows = {k: rng.dirichlet(np.ones(len(vocab) + 1)) for k in [None, *vocab]}
+    return BigramLM(vocab, rows)
 
 
-def coerced(lm=None):
+def coerced(lm=None, schema: dict = SCHEMA, **kw):
     lm = lm or bigram()
-    condition = JsonSchema(SCHEMA).coerce(lm, f=b"".join)
+    condition = JsonSchema(schema, **kw).coerce(lm, f=b"".join)
     return lm, condition, getattr(condition, "_budget_twin", lambda: condition)()
 
 
-async def fewest_tokens(schema: JsonSchema, text: bytes, limit: int = 10) -> float:
-    """The fewest tokens of `VOCAB` after `text` to a complete document (inf past
+async def fewest_tokens(
+    schema: JsonSchema, text: bytes, limit: int = 10, vocab: list = VOCAB
+) -> float:
+    """The fewest tokens of `vocab` after `text` to a complete document (inf past
     `limit`), breadth-first over recognizer states."""
     level = {schema.state(list(text)): text}
     seen = set(level)
@@ -73,7 +76,7 @@ async def fewest_tokens(schema: JsonSchema, text: bytes, limit: int = 10) -> flo
                 return float(n)
         nxt = {}
         for t in level.values():
-            for tok in VOCAB:
+            for tok in vocab:
                 u = t + tok
                 if await schema.prefix(list(u)) > -math.inf:
                     s = schema.state(list(u))
@@ -84,10 +87,12 @@ async def fewest_tokens(schema: JsonSchema, text: bytes, limit: int = 10) -> flo
     return math.inf
 
 
-async def live_contexts(schema: JsonSchema, depth: int) -> list[tuple[bytes, ...]]:
+async def live_contexts(
+    schema: JsonSchema, depth: int, vocab: list = VOCAB
+) -> list[tuple[bytes, ...]]:
     out = []
     for n in range(depth + 1):
-        for ctx in itertools.product(VOCAB, repeat=n):
+        for ctx in itertools.product(vocab, repeat=n):
             if await schema.prefix(list(b"".join(ctx))) > -math.inf:
                 out.append(ctx)
     return out
@@ -118,6 +123,62 @@ def test_the_ordered_bound_never_exceeds_the_fewest_tokens_and_beats_the_byte_co
                 byte_gap += want - math.ceil(fewest_bytes(state) / weight)
         assert exact > 0
         assert 2 * gap < byte_gap, (gap, byte_gap)
+
+    asyncio.run(check())
+
+
+# Keys typed a byte of a character at a time: `\xe7` and `\x8b` begin 狗 (e7 8b 97),
+# `\xc3` begins é (c3 a9); the schema requires an ASCII key and one with an é.
+UTF8_SCHEMA = {
+    "type": "object",
+    "properties": {"age": {"type": "integer"}, "n\u00e9": {"type": "integer"}},
+    "required": ["age", "n\u00e9"],
+}
+UTF8_VOCAB = [
+    b'{"',
+    b"\xe7",
+    b"\x8b",
+    b"\x97",
+    b"\xe7\x8b",
+    b"\x8b\x97",
+    b"n",
+    b"\xc3",
+    b"\xa9",
+    b'":0,"',
+    b'":0}',
+    b"age",
+    b'"',
+    b":",
+    b"0",
+    b"}",
+]
+
+
+@pytest.mark.parametrize("spelling", ["canonical", "any"])
+def test_a_key_with_half_a_character_typed_still_owes_the_required_keys(spelling):
+    """After `{"` and the first bytes of a character, the key being typed is no ASCII
+    name: the required keys stay owed (the bound counted none of them when the half
+    character read as an empty text), and where the character may still begin a
+    required key (`n` then é's first byte, toward `né`) that key is the one being typed. At
+    every live context of up to 3 tokens the bound is at most the fewest tokens to a
+    complete document, and it equals them at each half-character context below."""
+    _, _, twin = coerced(bigram(vocab=UTF8_VOCAB), UTF8_SCHEMA, spelling=spelling)
+    schema = twin.potential
+
+    async def check():
+        contexts = await live_contexts(schema, 3, UTF8_VOCAB)
+        assert len(contexts) > 80
+        for ctx in contexts:
+            text = b"".join(ctx)
+            want = await fewest_tokens(schema, text, vocab=UTF8_VOCAB)
+            got = twin._bound(schema.state(list(text)))
+            assert got <= want, (spelling, text, got, want)
+        # 狗 half typed: its rest, `":0,"`, `age`, `":0,"`, `n` `\xc3` `\xa9`, `":0}`;
+        # né half typed: `\xa9`, `":0,"`, `age`, `":0}`
+        for text, want in [(b'{"\xe7', 8), (b'{"\xe7\x8b', 8), (b'{"n\xc3', 4)]:
+            assert await fewest_tokens(schema, text, vocab=UTF8_VOCAB) == want
+            if spelling == "canonical":  # (the default spelling names no key's bytes)
+                assert twin._bound(schema.state(list(text))) == want, (text, want)
 
     asyncio.run(check())
 
@@ -293,7 +354,9 @@ def test_the_cover_is_the_fewest_parts_and_below_it_where_long_tokens_are_not_sc
             {bytes(rng.choice(list(alphabet), size=int(rng.integers(1, 7)))) for _ in range(30)}
         )
         tokens += [bytes([b]) for b in alphabet]  # every element is held
-        pattern = tuple(classes[k] for k in rng.integers(0, len(classes), size=int(rng.integers(1, 12))))
+        pattern = tuple(
+            classes[k] for k in rng.integers(0, len(classes), size=int(rng.integers(1, 12)))
+        )
         want = plain(tokens, pattern)
         assert OrderedCover(tokens).fewest(pattern) == want, (tokens, pattern)
         assert Unscanned(tokens).fewest(pattern) <= want

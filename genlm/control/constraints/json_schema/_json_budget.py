@@ -10,7 +10,8 @@ the schema alone:
 - an array: `]`, and one byte per item still owed to `minItems` (one after a comma);
 - an object: `}`; a read key its `:` and its value; a key being typed its `:`
   and a byte of its value; a required key not yet written `"key":` and its value
-  (excepted the one being typed, where the typed text so far begins its name);
+  (excepted the one being typed, where the typed text so far, a half-read UTF-8
+  character's bytes included, begins its name);
 - the document: its value, before one is opened.
 
 A value not yet opened counts the fewest bytes of its schema node (`value_bytes`:
@@ -107,8 +108,7 @@ def _object_owes(frame: OFrame, typing: SFrame | None) -> int:
     if typing is not None:
         owed += 2  # the typed key's colon and a byte of its value at least
         # the typed key may be a required key only where its text so far begins one
-        text = typing.text
-        could = [keys[k] for k in keys if text is not None and k.startswith(text)]
+        could = [keys[k] for k in keys if _may_become(k, typing)]
         if could:
             owed -= max(could)
     owed += sum(keys.values())
@@ -117,8 +117,30 @@ def _object_owes(frame: OFrame, typing: SFrame | None) -> int:
     return owed
 
 
+def _may_become(key: str, typing: SFrame) -> bool:
+    """Whether the key being typed (`typing`: its decoded text, and a half-read escape
+    or UTF-8 character) may still become `key`. The half-read character is part of
+    the text: after `"` and the bytes `e7 8b`, the key is no ASCII name."""
+    text = typing.text
+    if text is None or not key.startswith(text):
+        return False
+    rest = key[len(text) :]
+    if typing.u8:
+        return rest.encode("utf-8").startswith(typing.u8)
+    return bool(rest) if typing.esc else True
+
+
+def _unread_utf8(u8: bytes) -> int:
+    """The continuation bytes still owed to a UTF-8 character begun with `u8`."""
+    if not u8:
+        return 0
+    lead = u8[0]
+    return (2 if lead < 0xE0 else 3 if lead < 0xF0 else 4) - len(u8)
+
+
 def _frame_owes(frame, above) -> int:
-    if isinstance(frame, SFrame):
+    if isinstance(frame, SFrame):  # (a half-read character's bytes are not counted: any
+        # token may hold them, so `mandated_weight` does not count them; the patterns do)
         short = frame.spec.min_len - frame.count if isinstance(frame.spec, Str) else 0
         return 1 + max(0, short)
     if isinstance(frame, LFrame):
@@ -195,8 +217,6 @@ def mandated_weight(token: bytes, counted: frozenset | None) -> int:
     return sum(b in counted for b in token)
 
 
-
-
 # Tokens from the order of the bytes ----------------------------------------------
 #
 # The counted bytes above come in an order. The bytes that close a configuration's
@@ -213,6 +233,7 @@ def mandated_weight(token: bytes, counted: frozenset | None) -> int:
 # may spell `n`).
 
 _DIGITS = b"0123456789"
+_CONTINUATION = bytes(range(0x80, 0xC0))  # a UTF-8 continuation byte
 _MAX_PERMUTED = 3  # keys still owed, past which their order is not enumerated
 _MAX_PATTERN = 64  # elements kept (a prefix of a pattern is one too)
 _MAX_CASES = 64  # patterns per configuration, past which a frame's cases share a prefix
@@ -227,7 +248,9 @@ def _spelled_key(key: str, canonical: bool) -> tuple:
     return tuple(bytes([b]) for b in body) + (b":",)
 
 
-_VALUE_PATTERNS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # node -> {canonical: pattern}
+_VALUE_PATTERNS: "weakref.WeakKeyDictionary" = (
+    weakref.WeakKeyDictionary()
+)  # node -> {canonical: pattern}
 
 
 def value_pattern(node, canonical: bool, _open: frozenset = frozenset()) -> tuple:
@@ -239,7 +262,9 @@ def value_pattern(node, canonical: bool, _open: frozenset = frozenset()) -> tupl
     got = kept.get(canonical)
     if got is None:
         inner = _open | {id(node)}
-        got = kept[canonical] = _common_prefix([_alt_pattern(alt, canonical, inner) for alt in node.alts])
+        got = kept[canonical] = _common_prefix(
+            [_alt_pattern(alt, canonical, inner) for alt in node.alts]
+        )
     return got
 
 
@@ -287,9 +312,9 @@ _OBJECT_PATTERNS: dict = {}  # (frame, what the typed key tells, spelling) -> pa
 
 def _object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> list[tuple]:
     """`frame`'s bytes in order, one pattern per case (as `_object_owes` counts them).
-    Kept per frame and what they read of the typed key (its text, whether a
-    character is half read)."""
-    key = (frame, canonical, None if typing is None else (typing.text, bool(typing.esc or typing.u8)))
+    Kept per frame and what they read of the typed key (its text, and the escape or
+    UTF-8 character half read)."""
+    key = (frame, canonical, None if typing is None else (typing.text, typing.esc, typing.u8))
     got = _OBJECT_PATTERNS.get(key)
     if got is None:
         if len(_OBJECT_PATTERNS) >= _MAX_KEPT:
@@ -309,12 +334,13 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
     owed = sorted(alt.required - frame.seen)
     cases = [(head, owed)]
     if typing is not None:
-        text = typing.text
-        could = [k for k in owed if text is not None and k.startswith(text)]
+        could = [k for k in owed if _may_become(k, typing)]
         if could:  # the typed key is one of them (the rest of its name, its value) or another
             cases = [
                 (
-                    _rest_of_key(c, typing, canonical) + head + value_pattern(alt.props.get(c, alt.additional), canonical),
+                    _rest_of_key(c, typing, canonical)
+                    + head
+                    + value_pattern(alt.props.get(c, alt.additional), canonical),
                     [k for k in owed if k != c],
                 )
                 for c in could
@@ -334,17 +360,20 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
 
 def _rest_of_key(key: str, typing: SFrame, canonical: bool) -> tuple:
     """The bytes of `key` not yet typed, where the canonical spelling fixes them and
-    no escape or UTF-8 character is half read."""
-    if not canonical or typing.esc or typing.u8:
+    no escape is half read. A half-read UTF-8 character's bytes, read and unread, are
+    not among them (its key frame's pattern holds the unread ones)."""
+    if not canonical or typing.esc:
         return ()
     done = len(json.dumps(typing.text, ensure_ascii=False).encode("utf-8")) - 1
+    done += len(typing.u8) + _unread_utf8(typing.u8)
     body = json.dumps(key, ensure_ascii=False).encode("utf-8")[done:-1]
     return tuple(bytes([b]) for b in body)
 
 
 def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
     if isinstance(frame, SFrame):  # a key's closing quote is its object's (`_object_patterns`)
-        return [()] if isinstance(frame.spec, KeySpec) else [(b'"',)]
+        half = (_CONTINUATION,) * _unread_utf8(frame.u8)
+        return [half] if isinstance(frame.spec, KeySpec) else [half + (b'"',)]
     if isinstance(frame, LFrame):
         return [tuple(bytes([b]) for b in frame.text[frame.pos :])]
     if isinstance(frame, AFrame):
@@ -499,4 +528,12 @@ class OrderedCover:
         return float(min(self.fewest(p) for s in state for p in stack_patterns(s)))
 
 
-__all__ = ["OrderedCover", "fewest_bytes", "mandated_bytes", "mandated_weight", "stack_owes", "stack_patterns", "value_pattern"]
+__all__ = [
+    "OrderedCover",
+    "fewest_bytes",
+    "mandated_bytes",
+    "mandated_weight",
+    "stack_owes",
+    "stack_patterns",
+    "value_pattern",
+]
