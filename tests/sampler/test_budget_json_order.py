@@ -258,18 +258,34 @@ def test_pruning_by_the_ordered_bound_leaves_the_target_unchanged():
     assert budget_keeps_target(direct_token_sampler(lm * condition), lm, condition, (3, 4))
 
 
-def test_patterns_hold_in_order_in_every_completion():
-    """For every prefix of documents with other keys, nested values and escapes,
-    some pattern of its state is a subsequence of the rest of the document, and the
-    cover never counts more tokens than the one-byte tokens that spell the rest."""
-    schema = JsonSchema(SCHEMA)
-    docs = [
-        b'{"x":0,"name":""}',
-        b'{"name":"a","x":[1,{"y":null}],"n":-3}',
-        b'{"na":true,"nam":"","name":"n"}',
-        b'{"x":{"a":[],"name":{}},"y":"\\"","name":"\\u00e9"}',
-        b'{"n":10,"name":"}"}',
-    ]
+DOCS = [
+    (SCHEMA, b'{"x":0,"name":""}'),
+    (SCHEMA, b'{"name":"a","x":[1,{"y":null}],"n":-3}'),
+    (SCHEMA, b'{"na":true,"nam":"","name":"n"}'),
+    (SCHEMA, b'{"x":{"a":[],"name":{}},"y":"\\"","name":"\\u00e9"}'),
+    (SCHEMA, b'{"n":10,"name":"}"}'),
+    # required keys spelled with escapes and whitespace (the default spelling)
+    (SCHEMA, b'{ "\\u006eame" : "" }'),
+    (SCHEMA, b'{"\\u00e9":1,"n\\u0061m\\u0065":"a","\\u006e":2}'),
+    (UTF8_SCHEMA, b'{"\xe7\x8b\x97":0,"age":1,"n\xc3\xa9":2}'),
+    (UTF8_SCHEMA, b'{"n\\u00e9":0,"\\u0061ge":1}'),
+    (UTF8_SCHEMA, b'{"ag\\u00e9":0,"n\\u00E9" : 3,"age":1}'),
+]
+CANONICAL_DOCS = [DOCS[k] for k in (0, 1, 2, 4, 7)] + [
+    (SCHEMA, '{"y":"\\"","name":"\u00e9"}'.encode())
+]
+
+
+@pytest.mark.parametrize(
+    "schema,doc,spelling", [(*d, "any") for d in DOCS] + [(*d, "canonical") for d in CANONICAL_DOCS]
+)
+def test_patterns_hold_in_order_in_every_completion(schema, doc, spelling):
+    """For every prefix of documents with other keys, nested values, escapes and
+    half-typed characters, some pattern of its state is a subsequence of the rest of
+    the document, and the cover never counts more tokens than the one-byte tokens
+    that spell the rest."""
+    schema = JsonSchema(schema, spelling=spelling)
+    docs = [doc]
     cover = OrderedCover([bytes([b]) for b in range(256)])
 
     def holds(pattern, rest: bytes) -> bool:

@@ -241,11 +241,18 @@ _MAX_KEPT = 1 << 16  # patterns kept per kind of key (`stack_patterns`, `_object
 
 
 def _spelled_key(key: str, canonical: bool) -> tuple:
-    """`"key":` as byte classes: the name's bytes only where the spelling fixes them."""
+    """`"key":` as byte classes: the name's bytes where the spelling fixes them, else
+    one class per character (`_char_classes`)."""
     if not canonical:
-        return (b'"', b'"', b":")
+        return (b'"',) + _char_classes(key) + (b'"', b":")
     body = json.dumps(key, ensure_ascii=False).encode("utf-8")
     return tuple(bytes([b]) for b in body) + (b":",)
+
+
+def _char_classes(text: str) -> tuple:
+    """Per character of a string spelled with any escapes, the bytes its spelling may
+    begin with: its first UTF-8 byte (written raw) or a backslash (an escape)."""
+    return tuple(bytes(sorted({ch.encode("utf-8")[0], 0x5C})) for ch in text)
 
 
 _VALUE_PATTERNS: "weakref.WeakKeyDictionary" = (
@@ -266,6 +273,23 @@ def value_pattern(node, canonical: bool, _open: frozenset = frozenset()) -> tupl
             [_alt_pattern(alt, canonical, inner) for alt in node.alts]
         )
     return got
+
+
+def value_patterns(node, canonical: bool) -> list[tuple]:
+    """Byte classes that every value of `node` holds in order, one pattern per case:
+    per alternative, and for an object with 2 to `_MAX_PERMUTED` required keys per
+    order of its keys, named (`value_pattern` has one pattern for all, so their
+    shapes without names); past `_MAX_CASES` cases, their common prefix."""
+    if node is None or not node.alts:
+        return [()]
+    out: list[tuple] = []
+    for alt in node.alts:
+        if isinstance(alt, Obj) and 1 < len(alt.required) <= _MAX_PERMUTED:
+            keys = _owed_keys(alt, sorted(alt.required), False, canonical)
+            out.extend((b"{",) + k + (b"}",) for k in keys)
+        else:
+            out.append(_alt_pattern(alt, canonical, frozenset({id(node)})))
+    return out if len(out) <= _MAX_CASES else [_common_prefix(out)]
 
 
 def _alt_pattern(alt, canonical: bool, inner: frozenset) -> tuple:
@@ -325,18 +349,20 @@ def _object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> l
 
 def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool) -> list[tuple]:
     alt, phase = frame.alt, frame.phase
-    head: tuple = ()
+    heads: list[tuple] = [()]
     if typing is not None:
-        head = (b'"', b":")  # the typed key's closing quote and colon
+        heads = [(b'"', b":")]  # the typed key's closing quote and colon
     elif phase in (KEY, COLONED):  # the colon (where not read yet) and the value
         node = alt.additional if frame.key is None else alt.props.get(frame.key, alt.additional)
-        head = ((b":",) if phase == KEY else ()) + value_pattern(node, canonical)
+        colon = (b":",) if phase == KEY else ()
+        heads = [colon + v for v in value_patterns(node, canonical)]
     owed = sorted(alt.required - frame.seen)
-    cases = [(head, owed)]
+    cases = [(head, owed) for head in heads]
+    head = heads[0]
     if typing is not None:
         could = [k for k in owed if _may_become(k, typing)]
-        if could:  # the typed key is one of them (the rest of its name, its value) or another
-            cases = [
+        if could:  # the typed key is one of them (the rest of its name, its value) ...
+            named = [
                 (
                     _rest_of_key(c, typing, canonical)
                     + head
@@ -345,6 +371,11 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
                 )
                 for c in could
             ]
+            # ... or, where the schema allows one it may become, a key not owed
+            other = (alt.additional is not None and bool(alt.additional.alts)) or any(
+                _may_become(k, typing) for k in alt.props if k not in owed and k not in frame.seen
+            )
+            cases = named + (cases if other else [])
     comma_first = phase not in (OPEN, NEXT)
     out = []
     for head, keys in cases:
@@ -360,9 +391,13 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
 
 def _rest_of_key(key: str, typing: SFrame, canonical: bool) -> tuple:
     """The bytes of `key` not yet typed, where the canonical spelling fixes them and
-    no escape is half read. A half-read UTF-8 character's bytes, read and unread, are
-    not among them (its key frame's pattern holds the unread ones)."""
-    if not canonical or typing.esc:
+    no escape is half read; in the other spellings one class per character still to
+    come (`_char_classes`). A half-read UTF-8 character's bytes, read and unread, are
+    not among them (its key frame's pattern holds the unread ones), nor is the
+    character a half-read escape spells."""
+    if not canonical:
+        return _char_classes(key[len(typing.text) + (1 if typing.u8 or typing.esc else 0) :])
+    if typing.esc:
         return ()
     done = len(json.dumps(typing.text, ensure_ascii=False).encode("utf-8")) - 1
     done += len(typing.u8) + _unread_utf8(typing.u8)
@@ -382,7 +417,7 @@ def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
         typing = above if frame.phase == KEY and isinstance(above, SFrame) else None
         return _object_patterns(frame, typing, canonical)
     if isinstance(frame, Doc):
-        return [value_pattern(frame.node, canonical) if frame.phase == OPEN else ()]
+        return value_patterns(frame.node, canonical) if frame.phase == OPEN else [()]
     return [()]  # a number, which may already be complete
 
 
