@@ -235,9 +235,73 @@ def mandated_weight(token: bytes, counted: frozenset | None) -> int:
 _DIGITS = b"0123456789"
 _CONTINUATION = bytes(range(0x80, 0xC0))  # a UTF-8 continuation byte
 _MAX_PERMUTED = 3  # keys still owed, past which their order is not enumerated
-_MAX_PATTERN = 64  # elements kept (a prefix of a pattern is one too)
+_MAX_PATTERN = 63  # elements kept (a prefix of a pattern is one too; 63: `OrderedCover`'s bit sets)
 _MAX_CASES = 64  # patterns per configuration, past which a frame's cases share a prefix
 _MAX_KEPT = 1 << 16  # patterns kept per kind of key (`stack_patterns`, `_object_patterns`)
+
+
+class Gapped(bytes):
+    """A pattern element (a byte class) after which the completion may hold, between
+    the element before it and this one, only bytes of `gap` (a plain `bytes` element:
+    any bytes). Equal only to an element of the same class and bytes."""
+
+    __slots__ = ()
+    gap: bytes = b""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and bytes.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((type(self), bytes(self)))
+
+
+class Glued(Gapped):
+    """Right after the element before it (the canonical spelling writes no whitespace
+    and no escape in `"name":`, `,"` or `{"`)."""
+
+    __slots__ = ()
+    gap = b""
+
+
+class AfterNumber(Gapped):
+    """After a number's first digit: only the number's other bytes come between."""
+
+    __slots__ = ()
+    gap = b"0123456789.eE+-"
+
+
+class AfterColon(Gapped):
+    """A number's first digit after its key's colon: only a minus sign comes between."""
+
+    __slots__ = ()
+    gap = b"-"
+
+
+def gap_of(element: bytes) -> bytes | None:
+    """The bytes that may come right before `element` after the element before it
+    (None: any)."""
+    return element.gap if isinstance(element, Gapped) else None
+
+
+def _glued(pattern: tuple, canonical: bool, first: bool = False) -> tuple:
+    """`pattern` with each element after the first glued to the one before it (and the
+    first too where `first`), in the canonical spelling; unchanged in the others."""
+    if not canonical:
+        return pattern
+    return tuple(Glued(e) if (k or first) else e for k, e in enumerate(pattern))
+
+
+def _after_colon(value: tuple, canonical: bool) -> tuple:
+    """A value's pattern right after its key's colon, in the canonical spelling: its
+    first byte glued to the colon (a number's digit: after a minus sign at most)."""
+    if not value or not canonical:
+        return value
+    if value[0] == _DIGITS:
+        return (AfterColon(_DIGITS),) + value[1:]
+    return _glued(value[:1], canonical, True) + value[1:]
 
 
 def _spelled_key(key: str, canonical: bool) -> tuple:
@@ -246,7 +310,7 @@ def _spelled_key(key: str, canonical: bool) -> tuple:
     if not canonical:
         return (b'"',) + _char_classes(key) + (b'"', b":")
     body = json.dumps(key, ensure_ascii=False).encode("utf-8")
-    return tuple(bytes([b]) for b in body) + (b":",)
+    return _glued(tuple(bytes([b]) for b in body) + (b":",), True)
 
 
 def _char_classes(text: str) -> tuple:
@@ -286,7 +350,7 @@ def value_patterns(node, canonical: bool) -> list[tuple]:
     for alt in node.alts:
         if isinstance(alt, Obj) and 1 < len(alt.required) <= _MAX_PERMUTED:
             keys = _owed_keys(alt, sorted(alt.required), False, canonical)
-            out.extend((b"{",) + k + (b"}",) for k in keys)
+            out.extend((b"{",) + k + (b"}",) for k in keys)  # (other keys may come first)
         else:
             out.append(_alt_pattern(alt, canonical, frozenset({id(node)})))
     return out if len(out) <= _MAX_CASES else [_common_prefix(out)]
@@ -296,12 +360,13 @@ def _alt_pattern(alt, canonical: bool, inner: frozenset) -> tuple:
     if isinstance(alt, Str):
         return (b'"', b'"')
     if isinstance(alt, Lit):
-        return tuple(bytes([b]) for b in alt.text)
+        return _glued(tuple(bytes([b]) for b in alt.text), canonical)
     if isinstance(alt, Obj):  # keys in any order: named only where there is one
         if len(alt.required) > 1:
             shape = (b'"', b'"', b":")
             return (b"{",) + shape + ((b",",) + shape) * (len(alt.required) - 1) + (b"}",)
-        return (b"{",) + _keys_pattern(alt, sorted(alt.required), False, canonical, inner) + (b"}",)
+        keys = _keys_pattern(alt, sorted(alt.required), False, canonical, inner)
+        return (b"{",) + keys + (b"}",)
     if isinstance(alt, Arr):
         return (b"[", b"]")
     return (_DIGITS,)  # a number holds a digit
@@ -315,7 +380,9 @@ def _keys_pattern(alt, keys: list, comma_first: bool, canonical: bool, inner=fro
         if i or comma_first:
             out += (b",",)
         node = alt.props.get(k, alt.additional)
-        out += _spelled_key(k, canonical) + value_pattern(node, canonical, inner)
+        name = _glued(_spelled_key(k, canonical)[:1], canonical, first=bool(i or comma_first))
+        value = value_pattern(node, canonical, inner)
+        out += name + _spelled_key(k, canonical)[1:] + _after_colon(value, canonical)
     return out
 
 
@@ -351,11 +418,14 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
     alt, phase = frame.alt, frame.phase
     heads: list[tuple] = [()]
     if typing is not None:
-        heads = [(b'"', b":")]  # the typed key's closing quote and colon
+        heads = [_glued((b'"', b":"), canonical)]  # the typed key's closing quote and colon
     elif phase in (KEY, COLONED):  # the colon (where not read yet) and the value
         node = alt.additional if frame.key is None else alt.props.get(frame.key, alt.additional)
         colon = (b":",) if phase == KEY else ()
-        heads = [colon + v for v in value_patterns(node, canonical)]
+        heads = [
+            colon + (_after_colon(v, canonical) if colon else v)
+            for v in value_patterns(node, canonical)
+        ]
     owed = sorted(alt.required - frame.seen)
     cases = [(head, owed) for head in heads]
     head = heads[0]
@@ -363,12 +433,7 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
         could = [k for k in owed if _may_become(k, typing)]
         if could:  # the typed key is one of them (the rest of its name, its value) ...
             named = [
-                (
-                    _rest_of_key(c, typing, canonical)
-                    + head
-                    + value_pattern(alt.props.get(c, alt.additional), canonical),
-                    [k for k in owed if k != c],
-                )
+                (_named_key(c, alt, typing, head, canonical), [k for k in owed if k != c])
                 for c in could
             ]
             # ... or, where the schema allows one it may become, a key not owed
@@ -387,6 +452,16 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
             tails = [()]
         out.extend(head + t + (b"}",) for t in tails)
     return out
+
+
+def _named_key(key: str, alt, typing: SFrame, head: tuple, canonical: bool) -> tuple:
+    """The typed key as `key`: the rest of its name, `head` (its closing quote and
+    colon: the quote right after the name's last byte where any are left) and its
+    value, right after the colon."""
+    rest = _glued(_rest_of_key(key, typing, canonical), canonical)
+    value = value_pattern(alt.props.get(key, alt.additional), canonical)
+    head = _glued(head[:1], canonical and bool(rest), True) + head[1:]
+    return rest + head + _after_colon(value, canonical)
 
 
 def _rest_of_key(key: str, typing: SFrame, canonical: bool) -> tuple:
@@ -410,7 +485,7 @@ def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
         half = (_CONTINUATION,) * _unread_utf8(frame.u8)
         return [half] if isinstance(frame.spec, KeySpec) else [half + (b'"',)]
     if isinstance(frame, LFrame):
-        return [tuple(bytes([b]) for b in frame.text[frame.pos :])]
+        return [_glued(tuple(bytes([b]) for b in frame.text[frame.pos :]), canonical)]
     if isinstance(frame, AFrame):
         return [(b"]",)]
     if isinstance(frame, OFrame):
@@ -444,7 +519,20 @@ def _stack_patterns(stack: tuple) -> list[tuple]:
         if len(out) * len(parts) > _MAX_CASES:
             parts = [_common_prefix(parts)]
         out = [p + q for p in out for q in parts]
+    if canonical:
+        out = [_after_numbers(p) for p in out]
     return [p[:_MAX_PATTERN] for p in out]
+
+
+def _after_numbers(pattern: tuple) -> tuple:
+    """`pattern` with each plain element that follows a number's digit marked
+    `AfterNumber` (in the canonical spelling a number's own bytes are all that come
+    between its first digit and the `,`, `}` or `]` after it)."""
+    out = list(pattern)
+    for k in range(1, len(out)):
+        if type(out[k]) is bytes and bytes.__eq__(out[k - 1], _DIGITS):
+            out[k] = AfterNumber(out[k])
+    return tuple(out)
 
 
 def _common_prefix(patterns: list[tuple]) -> tuple:
@@ -459,7 +547,10 @@ def _common_prefix(patterns: list[tuple]) -> tuple:
 
 class OrderedCover:
     """`fewest(pattern)`: the fewest tokens whose bytes hold `pattern` (byte classes)
-    as consecutive parts, each part a subsequence of one token's bytes.
+    as consecutive parts, each part a subsequence of one token's bytes, where only
+    bytes of an element's gap (`Gapped`: none for `Glued`) come between it and the
+    element before it: in the same token, between the two; past a part's end, before
+    it in the next token.
 
     Args:
         tokens: the vocabulary's byte strings.
@@ -516,10 +607,14 @@ class OrderedCover:
             got = self._pairs[key] = (both[self._short[both]], int(longest.max(initial=0)))
         return got
 
-    def _reach(self, member: np.ndarray, pattern: tuple, i: int) -> int:
-        """The furthest `j` with `pattern[i:j]` a subsequence of one token's bytes
-        (greedy matching, which finds the longest prefix a text holds), or at least
-        that far (a long token counts its length)."""
+    def _reach(self, masks: np.ndarray, skip: np.ndarray, pattern: tuple, i: int) -> int:
+        """The furthest `j` with `pattern[i:j]` held by one token's bytes in order, with
+        only bytes of its gap (`gap_of`) before each element after the one before it,
+        or before the first where the one before ends the token before; or at least
+        that far (a long token counts its length). Each token is read by the
+        pattern's automaton as a set of states (bit `j`: `j` elements matched),
+        `masks[b]` the elements byte `b` matches, `skip[b]` the states that may read
+        `b` without matching."""
         n = len(pattern)
         if not len(self._holding(pattern[i])):
             return i
@@ -529,26 +624,44 @@ class OrderedCover:
         far = min(i + longest, n) if longest else i + 1
         if len(rows):
             block = self._bytes[rows, : int(self._lengths[rows].max())]
-            j = np.full(len(rows), i, dtype=np.int64)
+            # the bytes before the part's first element in its token come after the
+            # element before it (ending the token before): its gap holds them
+            state = np.full(len(rows), 1 << i, dtype=np.uint64)
+            seen = state.copy()
+            one = np.uint64(1)
             for col in block.T:
-                j += member[j, col]
-            far = max(far, int(j.max()))
+                moved = (state & masks[col]) << one
+                state = moved | np.where(col == 0, state, state & skip[col])  # 0: past the token
+                seen |= state
+            far = max(far, int(np.bitwise_or.reduce(seen)).bit_length() - 1)
         return far
 
     def fewest(self, pattern: tuple) -> int:
-        """The fewest parts (0 for an empty pattern). An element that no token holds
-        counts one part (the pattern is then unreachable; a lower bound stays one)."""
+        """The fewest parts (0 for an empty pattern; at most 63 elements). An element
+        that no token holds counts one part (the pattern is then unreachable; a lower
+        bound stays one)."""
         got = self._kept.get(pattern)
         if got is not None:
             return got
         n = len(pattern)
-        member = np.zeros((n + 1, 256), dtype=bool)  # row n: past the pattern
+        masks = np.zeros(256, dtype=np.uint64)
         for k, cls in enumerate(pattern):
-            member[k, list(cls)] = True
-        member[:, 0] = False  # the padding byte
+            masks[list(cls)] |= np.uint64(1 << k)
+        masks[0] = 0  # the padding byte
+        # skip[b]: the states that may read byte b without matching: state 0 and the
+        # end always, state k where b may come before element k (`gap_of`)
+        skip = np.zeros(256, dtype=np.uint64)
+        anywhere = 1 | (1 << n)
+        for k, e in enumerate(pattern):
+            gap = gap_of(e) if k else None
+            if gap is None:
+                anywhere |= 1 << k
+            else:
+                skip[list(gap)] |= np.uint64(1 << k)
+        skip |= np.uint64(anywhere)
         best = [0] * (n + 1)
         for i in range(n - 1, -1, -1):
-            far = max(self._reach(member, pattern, i), i + 1)
+            far = max(self._reach(masks, skip, pattern, i), i + 1)
             best[i] = 1 + min(best[i + 1 : far + 1])
         if len(self._kept) >= self.max_kept:
             self._kept.clear()
