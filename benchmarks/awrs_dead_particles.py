@@ -12,6 +12,8 @@ drawn after which the regex cannot end within `max_tokens`; `--budget on,off` ru
 `--task json` and `--task lark` measure a first JSON-schema run and a first Lark run
 instead (`TASKS`): a two-key object schema and a small list grammar, coerced the
 default way (the compiled engine), at `--max-tokens` (default: the task's);
+`json-closed` the schema without other keys, `json-canonical` and
+`json-closed-canonical` the same in the canonical spelling;
 `--task smiles` the SMILES-like grammar of `benchmarks/grammars/` (for the bound's cost).
 
     python benchmarks/awrs_dead_particles.py [--seeds 12] [--reference] [--budget on,off] [--end-twist none,1e-3]
@@ -95,6 +97,20 @@ TASKS = {
     "json-closed": (
         "A person as JSON:",
         lambda: JsonSchema({**SCHEMA, "additionalProperties": False}),
+        14,
+        _json_ok,
+    ),
+    # the spelling docs/potentials.md recommends for generation (no whitespace, one
+    # spelling per string)
+    "json-canonical": (
+        "A person as JSON:",
+        lambda: JsonSchema(SCHEMA, spelling="canonical"),
+        14,
+        _json_ok,
+    ),
+    "json-closed-canonical": (
+        "A person as JSON:",
+        lambda: JsonSchema({**SCHEMA, "additionalProperties": False}, spelling="canonical"),
         14,
         _json_ok,
     ),

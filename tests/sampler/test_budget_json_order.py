@@ -155,6 +155,7 @@ UTF8_VOCAB = [
     b":",
     b"0",
     b"}",
+    b"\\",
 ]
 
 
@@ -162,7 +163,8 @@ UTF8_VOCAB = [
 def test_a_key_with_half_a_character_typed_still_owes_the_required_keys(spelling):
     """After `{"` and the first bytes of a character, the key being typed is no ASCII
     name: the required keys stay owed (the bound counted none of them when the half
-    character read as an empty text), and where the character may still begin a
+    character read as an empty text; so after a backslash, which in the canonical
+    spelling begins no letter), and where the character may still begin a
     required key (`n` then é's first byte, toward `né`) that key is the one being typed. At
     every live context of up to 3 tokens the bound is at most the fewest tokens to a
     complete document, and it equals them at each half-character context below."""
@@ -179,7 +181,10 @@ def test_a_key_with_half_a_character_typed_still_owes_the_required_keys(spelling
             assert got <= want, (spelling, text, got, want)
         # 狗 half typed: its rest, `":0,"`, `age`, `":0,"`, `n` `\xc3` `\xa9`, `":0}`;
         # né half typed: `\xa9`, `":0,"`, `age`, `":0}`
-        for text, want in [(b'{"\xe7', 8), (b'{"\xe7\x8b', 8), (b'{"n\xc3', 4)]:
+        # after a backslash in the canonical spelling the key holds an escaped quote,
+        # backslash or control character: no required key (`\\"`, then as above)
+        cases = [(b'{"\xe7', 8), (b'{"\xe7\x8b', 8), (b'{"n\xc3', 4), (b'{"\\', 8)]
+        for text, want in cases:
             assert await fewest_tokens(schema, text, vocab=UTF8_VOCAB) == want
             if spelling == "canonical":  # (the default spelling names no key's bytes)
                 assert twin._bound(schema.state(list(text))) == want, (text, want)

@@ -56,7 +56,7 @@ from genlm.control.constraints.json_schema._json_machine import (
     OFrame,
 )
 from genlm.control.constraints.json_schema._json_nodes import Arr, Lit, Obj, Str
-from genlm.control.constraints.json_schema._json_string import KeySpec, SFrame
+from genlm.control.constraints.json_schema._json_string import KeySpec, SFrame, escape_state
 
 INF = float("inf")
 
@@ -117,17 +117,42 @@ def _object_owes(frame: OFrame, typing: SFrame | None) -> int:
     return owed
 
 
-def _may_become(key: str, typing: SFrame) -> bool:
+def _may_become(key: str, typing: SFrame, canonical: bool = False) -> bool:
     """Whether the key being typed (`typing`: its decoded text, and a half-read escape
     or UTF-8 character) may still become `key`. The half-read character is part of
-    the text: after `"` and the bytes `e7 8b`, the key is no ASCII name."""
+    the text: after `"` and the bytes `e7 8b`, the key is no ASCII name; after a
+    quote and a backslash it is one whose next character the escape may spell (in
+    the canonical spelling only the quote, the backslash and the control characters
+    are escaped)."""
     text = typing.text
     if text is None or not key.startswith(text):
         return False
     rest = key[len(text) :]
     if typing.u8:
         return rest.encode("utf-8").startswith(typing.u8)
-    return bool(rest) if typing.esc else True
+    if not typing.esc:
+        return True
+    if not rest:
+        return False
+    if canonical and not (rest[0] in '"\\' or ord(rest[0]) < 0x20):
+        return False
+    char, ranges = escape_state(typing.esc)
+    if char is not None:
+        return rest[0] == char
+    return any(lo <= ord(rest[0]) <= hi for lo, hi in ranges)
+
+
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def _rest_of_escape(esc: str) -> tuple:
+    """The bytes a half-read escape still reads, each right after the one before (in
+    every spelling): after the backslash its letter, after `\\u` its hex digits."""
+    if esc == "\\":
+        return (b'"\\/bfnrtu',)
+    if esc.startswith("\\u") and len(esc) < 6:
+        return (_HEX,) + (Glued(_HEX),) * (5 - len(esc))
+    return ()
 
 
 def _unread_utf8(u8: bytes) -> int:
@@ -430,7 +455,7 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
     cases = [(head, owed) for head in heads]
     head = heads[0]
     if typing is not None:
-        could = [k for k in owed if _may_become(k, typing)]
+        could = [k for k in owed if _may_become(k, typing, canonical)]
         if could:  # the typed key is one of them (the rest of its name, its value) ...
             named = [
                 (_named_key(c, alt, typing, head, canonical), [k for k in owed if k != c])
@@ -438,7 +463,9 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
             ]
             # ... or, where the schema allows one it may become, a key not owed
             other = (alt.additional is not None and bool(alt.additional.alts)) or any(
-                _may_become(k, typing) for k in alt.props if k not in owed and k not in frame.seen
+                _may_become(k, typing, canonical)
+                for k in alt.props
+                if k not in owed and k not in frame.seen
             )
             cases = named + (cases if other else [])
     comma_first = phase not in (OPEN, NEXT)
@@ -482,7 +509,7 @@ def _rest_of_key(key: str, typing: SFrame, canonical: bool) -> tuple:
 
 def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
     if isinstance(frame, SFrame):  # a key's closing quote is its object's (`_object_patterns`)
-        half = (_CONTINUATION,) * _unread_utf8(frame.u8)
+        half = (_CONTINUATION,) * _unread_utf8(frame.u8) + _rest_of_escape(frame.esc)
         return [half] if isinstance(frame.spec, KeySpec) else [half + (b'"',)]
     if isinstance(frame, LFrame):
         return [_glued(tuple(bytes([b]) for b in frame.text[frame.pos :]), canonical)]
