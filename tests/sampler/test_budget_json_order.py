@@ -21,7 +21,9 @@ from toys.core import budget_keeps_target
 from genlm.control import JsonSchema, direct_token_sampler
 from genlm.control.constraints.json_schema._json_budget import (
     AfterColon,
+    AfterEscape,
     AfterNumber,
+    AfterSpace,
     Glued,
     OrderedCover,
     fewest_bytes,
@@ -292,7 +294,10 @@ CANONICAL_DOCS = [DOCS[k] for k in (0, 1, 2, 4, 7, 10, 11)] + [
 
 
 @pytest.mark.parametrize(
-    "schema,doc,spelling", [(*d, "any") for d in DOCS] + [(*d, "canonical") for d in CANONICAL_DOCS]
+    "schema,doc,spelling",
+    [(*d, "any") for d in DOCS]
+    + [(*d, "compact") for d in DOCS if b" " not in d[1]]
+    + [(*d, "canonical") for d in CANONICAL_DOCS],
 )
 def test_patterns_hold_in_order_in_every_completion(schema, doc, spelling):
     """For every prefix of documents with other keys, nested values, escapes and
@@ -390,7 +395,7 @@ def test_the_cover_is_the_fewest_parts_and_below_it_where_long_tokens_are_not_sc
         max_scanned = 3
 
     rng = np.random.default_rng(0)
-    alphabet = b'{}":,ab0-e'
+    alphabet = b'{}":,ab0-e \\u'
     classes = [bytes([b]) for b in alphabet] + [b"0123456789"]
     for _ in range(40):
         tokens = list(
@@ -400,7 +405,7 @@ def test_the_cover_is_the_fewest_parts_and_below_it_where_long_tokens_are_not_sc
             }
         )
         tokens += [bytes([b]) for b in alphabet]  # every element is held
-        kinds = [bytes, bytes, Glued, AfterNumber, AfterColon]
+        kinds = [bytes, bytes, Glued, AfterNumber, AfterColon, AfterSpace, AfterEscape]
         pattern = tuple(
             kinds[int(rng.integers(0, len(kinds)))](classes[k])
             for k in rng.integers(0, len(classes), size=int(rng.integers(1, 12)))

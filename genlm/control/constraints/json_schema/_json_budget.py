@@ -311,31 +311,109 @@ def gap_of(element: bytes) -> bytes | None:
     return element.gap if isinstance(element, Gapped) else None
 
 
-def _glued(pattern: tuple, canonical: bool, first: bool = False) -> tuple:
-    """`pattern` with each element after the first glued to the one before it (and the
-    first too where `first`), in the canonical spelling; unchanged in the others."""
-    if not canonical:
+_SPACE = b" \t\n\r"
+_ESCAPE_TAIL = b'u0123456789abcdefABCDEF"\\/bfnrt'  # what follows a backslash
+
+
+class AfterSpace(Gapped):
+    """After the element before it, whitespace at most (the default spelling)."""
+
+    __slots__ = ()
+    gap = _SPACE
+
+
+class AfterEscape(Gapped):
+    """A key's next character (or closing quote) after the one before it, which an
+    escape or a UTF-8 character of several bytes may have spelled: only the rest of
+    that escape or character comes between."""
+
+    __slots__ = ()
+    gap = _ESCAPE_TAIL + _CONTINUATION
+
+
+class AfterNumberSpace(Gapped):
+    """After a number's first digit: its other bytes, then whitespace."""
+
+    __slots__ = ()
+    gap = AfterNumber.gap + _SPACE
+
+
+class AfterColonSpace(Gapped):
+    """A number's first digit after its key's colon: whitespace and a minus sign."""
+
+    __slots__ = ()
+    gap = AfterColon.gap + _SPACE
+
+
+class _Way:
+    """How a spelling joins a pattern's elements: `structure` between structural bytes
+    (`,"`, `":`, a colon and its value), `in_key` between a key's characters,
+    `after_number` after a number's first digit, `before_digit` between a colon and a
+    number's first digit. True only for the canonical spelling, which fixes a key
+    name's bytes."""
+
+    __slots__ = ("name", "structure", "in_key", "after_number", "before_digit")
+
+    def __init__(self, name: str, structure, in_key, after_number, before_digit):
+        self.name, self.structure, self.in_key = name, structure, in_key
+        self.after_number, self.before_digit = after_number, before_digit
+
+    def __bool__(self) -> bool:
+        return self.name == "canonical"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Way) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((_Way, self.name))
+
+
+_WAYS = {
+    "canonical": _Way("canonical", Glued, Glued, AfterNumber, AfterColon),
+    "compact": _Way("compact", Glued, AfterEscape, AfterNumber, AfterColon),
+    "any": _Way("any", AfterSpace, AfterEscape, AfterNumberSpace, AfterColonSpace),
+}
+
+
+def _way(spelling) -> _Way:
+    """The `_Way` of a spelling name, a `_Way`, or a bool (True: canonical)."""
+    if isinstance(spelling, _Way):
+        return spelling
+    if isinstance(spelling, bool):
+        return _WAYS["canonical" if spelling else "any"]
+    return _WAYS[spelling]
+
+
+def _joined(pattern: tuple, kind, first: bool = False) -> tuple:
+    """`pattern` with each element after the first (and the first too where `first`)
+    an element of class `kind` (a `Gapped`; None: unchanged)."""
+    if kind is None:
         return pattern
-    return tuple(Glued(e) if (k or first) else e for k, e in enumerate(pattern))
+    return tuple(kind(e) if (k or first) else e for k, e in enumerate(pattern))
 
 
-def _after_colon(value: tuple, canonical: bool) -> tuple:
-    """A value's pattern right after its key's colon, in the canonical spelling: its
-    first byte glued to the colon (a number's digit: after a minus sign at most)."""
-    if not value or not canonical:
+def _after_colon(value: tuple, canonical) -> tuple:
+    """A value's pattern right after its key's colon: its first byte joined to the
+    colon as the spelling's structure (a number's digit: a minus sign may come too)."""
+    way = _way(canonical)
+    if not value:
         return value
     if value[0] == _DIGITS:
-        return (AfterColon(_DIGITS),) + value[1:]
-    return _glued(value[:1], canonical, True) + value[1:]
+        return (way.before_digit(_DIGITS),) + value[1:]
+    return _joined(value[:1], way.structure, True) + value[1:]
 
 
 def _spelled_key(key: str, canonical: bool) -> tuple:
     """`"key":` as byte classes: the name's bytes where the spelling fixes them, else
     one class per character (`_char_classes`)."""
-    if not canonical:
-        return (b'"',) + _char_classes(key) + (b'"', b":")
+    way = _way(canonical)
+    if not way:  # the first character right after the quote, the others after escapes
+        chars = _joined(_char_classes(key), way.in_key)
+        chars = _joined(chars[:1], Glued, True) + chars[1:]
+        close = _joined((b'"',), way.in_key if key else Glued, True)
+        return (b'"',) + chars + close + _joined((b":",), way.structure, True)
     body = json.dumps(key, ensure_ascii=False).encode("utf-8")
-    return _glued(tuple(bytes([b]) for b in body) + (b":",), True)
+    return _joined(tuple(bytes([b]) for b in body) + (b":",), Glued)
 
 
 def _char_classes(text: str) -> tuple:
@@ -385,7 +463,7 @@ def _alt_pattern(alt, canonical: bool, inner: frozenset) -> tuple:
     if isinstance(alt, Str):
         return (b'"', b'"')
     if isinstance(alt, Lit):
-        return _glued(tuple(bytes([b]) for b in alt.text), canonical)
+        return _joined(tuple(bytes([b]) for b in alt.text), Glued)
     if isinstance(alt, Obj):  # keys in any order: named only where there is one
         if len(alt.required) > 1:
             shape = (b'"', b'"', b":")
@@ -405,7 +483,9 @@ def _keys_pattern(alt, keys: list, comma_first: bool, canonical: bool, inner=fro
         if i or comma_first:
             out += (b",",)
         node = alt.props.get(k, alt.additional)
-        name = _glued(_spelled_key(k, canonical)[:1], canonical, first=bool(i or comma_first))
+        name = _joined(
+            _spelled_key(k, canonical)[:1], _way(canonical).structure, bool(i or comma_first)
+        )
         value = value_pattern(node, canonical, inner)
         out += name + _spelled_key(k, canonical)[1:] + _after_colon(value, canonical)
     return out
@@ -443,7 +523,7 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
     alt, phase = frame.alt, frame.phase
     heads: list[tuple] = [()]
     if typing is not None:
-        heads = [_glued((b'"', b":"), canonical)]  # the typed key's closing quote and colon
+        heads = [_joined((b'"', b":"), _way(canonical).structure)]  # the key's closing quote, colon
     elif phase in (KEY, COLONED):  # the colon (where not read yet) and the value
         node = alt.additional if frame.key is None else alt.props.get(frame.key, alt.additional)
         colon = (b":",) if phase == KEY else ()
@@ -485,9 +565,10 @@ def _named_key(key: str, alt, typing: SFrame, head: tuple, canonical: bool) -> t
     """The typed key as `key`: the rest of its name, `head` (its closing quote and
     colon: the quote right after the name's last byte where any are left) and its
     value, right after the colon."""
-    rest = _glued(_rest_of_key(key, typing, canonical), canonical)
+    way = _way(canonical)
+    rest = _joined(_rest_of_key(key, typing, canonical), way.in_key)
     value = value_pattern(alt.props.get(key, alt.additional), canonical)
-    head = _glued(head[:1], canonical and bool(rest), True) + head[1:]
+    head = (_joined(head[:1], way.in_key, True) if rest else head[:1]) + head[1:]
     return rest + head + _after_colon(value, canonical)
 
 
@@ -512,7 +593,7 @@ def _frame_patterns(frame, above, canonical: bool) -> list[tuple]:
         half = (_CONTINUATION,) * _unread_utf8(frame.u8) + _rest_of_escape(frame.esc)
         return [half] if isinstance(frame.spec, KeySpec) else [half + (b'"',)]
     if isinstance(frame, LFrame):
-        return [_glued(tuple(bytes([b]) for b in frame.text[frame.pos :]), canonical)]
+        return [_joined(tuple(bytes([b]) for b in frame.text[frame.pos :]), Glued)]
     if isinstance(frame, AFrame):
         return [(b"]",)]
     if isinstance(frame, OFrame):
@@ -538,7 +619,7 @@ def stack_patterns(stack: tuple) -> list[tuple]:
 
 
 def _stack_patterns(stack: tuple) -> list[tuple]:
-    canonical = isinstance(stack[0], Doc) and stack[0].spelling == "canonical"
+    canonical = _way(stack[0].spelling if isinstance(stack[0], Doc) else "any")
     out = [()]
     for i in range(len(stack) - 1, -1, -1):
         above = stack[i + 1] if i + 1 < len(stack) else None
@@ -546,19 +627,18 @@ def _stack_patterns(stack: tuple) -> list[tuple]:
         if len(out) * len(parts) > _MAX_CASES:
             parts = [_common_prefix(parts)]
         out = [p + q for p in out for q in parts]
-    if canonical:
-        out = [_after_numbers(p) for p in out]
+    out = [_after_numbers(p, canonical.after_number) for p in out]
     return [p[:_MAX_PATTERN] for p in out]
 
 
-def _after_numbers(pattern: tuple) -> tuple:
+def _after_numbers(pattern: tuple, kind) -> tuple:
     """`pattern` with each plain element that follows a number's digit marked
     `AfterNumber` (in the canonical spelling a number's own bytes are all that come
     between its first digit and the `,`, `}` or `]` after it)."""
     out = list(pattern)
     for k in range(1, len(out)):
         if type(out[k]) is bytes and bytes.__eq__(out[k - 1], _DIGITS):
-            out[k] = AfterNumber(out[k])
+            out[k] = kind(out[k])
     return tuple(out)
 
 
