@@ -696,6 +696,7 @@ class OrderedCover:
 
     def _holding(self, cls: bytes) -> np.ndarray:
         """The tokens that hold a byte of `cls` (sorted)."""
+        cls = bytes(cls)  # (an element's gap does not change which tokens hold it)
         got = self._of_class.get(cls)
         if got is None:
             got = self._of_class[cls] = np.unique(np.concatenate([self._holders[b] for b in cls]))
@@ -705,7 +706,7 @@ class OrderedCover:
         """The short tokens that hold a byte of each class (only they can hold two
         elements of a pattern from one that starts with `first`), and the longest
         long token that holds a byte of `first` (0: none)."""
-        key = (first, second)
+        key = (bytes(first), bytes(second))
         got = self._pairs.get(key)
         if got is None:
             a = self._holding(first)
@@ -737,8 +738,7 @@ class OrderedCover:
             seen = state.copy()
             one = np.uint64(1)
             for col in block.T:
-                moved = (state & masks[col]) << one
-                state = moved | np.where(col == 0, state, state & skip[col])  # 0: past the token
+                state = ((state & masks[col]) << one) | (state & skip[col])
                 seen |= state
             far = max(far, int(np.bitwise_or.reduce(seen)).bit_length() - 1)
         return far
@@ -766,6 +766,7 @@ class OrderedCover:
             else:
                 skip[list(gap)] |= np.uint64(1 << k)
         skip |= np.uint64(anywhere)
+        skip[0] = ~np.uint64(0)  # the padding past a token's end: every state stays
         best = [0] * (n + 1)
         for i in range(n - 1, -1, -1):
             far = max(self._reach(masks, skip, pattern, i), i + 1)
