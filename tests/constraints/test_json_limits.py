@@ -91,3 +91,36 @@ def test_the_validators_registry_refuses_to_retrieve():
     while cause.__cause__ is not None:
         cause = cause.__cause__
     assert "does not retrieve 'http://127.0.0.1:9/x.json'" in str(cause)
+
+
+@pytest.mark.parametrize("closed", [False, True])
+@pytest.mark.parametrize("spelling", ["canonical", "any"])
+def test_a_key_name_of_thousands_of_characters_is_served_without_recursion(spelling, closed):
+    """The compiled engine's writer nests one regex group per character of a declared
+    key name in the regex of the other keys; a name over `MAX_KEY_CHARS` characters is
+    left to the generic path, which reads it byte by byte (5,000 characters in an
+    object that allows other keys raised RecursionError in the writer)."""
+    import asyncio
+
+    import numpy as np
+
+    from genlm.control import PromptedLLM
+    from genlm.control.engine._write_json import MAX_KEY_CHARS
+
+    name = "k" * 5000
+    assert len(name) > MAX_KEY_CHARS
+    spec = {"type": "object", "properties": {name: {"type": "string"}}, "required": [name]}
+    schema = JsonSchema({**spec, "additionalProperties": not closed}, spelling=spelling)
+    llm = PromptedLLM.from_name("embedded", backend="hf")
+    condition = schema.coerce(llm, f=b"".join)
+    row = asyncio.run(condition.logw_next(llm.tokenize('{"kkk'))).weights
+    allowed = {bytes(llm.vocab[i]) for i in np.flatnonzero(row[:-1] > float("-inf"))}
+    # the name goes on (in the default spelling an escape may spell its next `k`); it
+    # ends 4,997 characters early only as another key, where other keys are allowed
+    assert b"k" in allowed
+    assert (b'"' in allowed) == (not closed)
+    if closed:
+        assert allowed == ({b"k"} if spelling == "canonical" else {b"k", b"\\"})
+    document = ('{"' + name + '":"x"}').encode()
+    assert asyncio.run(schema.complete(list(document))) == 0.0
+    assert asyncio.run(schema.complete(list(document.replace(b"k", b"j", 1)))) == float("-inf")

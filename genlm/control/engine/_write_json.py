@@ -86,6 +86,10 @@ MAX_NAMES = 6  # declared names of one object: 2**MAX_NAMES rules
 MAX_NAMES_OPEN = 4  # ... of one that takes other keys too (its lexing check costs seconds beyond)
 MAX_RULES = 3000
 MAX_COUNT = 256  # minItems, maxItems, minLength, maxLength written as repeats
+# Longest declared key name written: the other keys' regex nests one group per
+# character of a name, which neither `other_key_regex` nor the engine's parser
+# should recurse through without bound (a longer name: the generic path serves it)
+MAX_KEY_CHARS = 256
 WS = r"/[ \t\n\r]+/"
 _ESCAPE_OF = {v: k for k, v in SIMPLE_ESCAPES.items()}
 
@@ -229,6 +233,8 @@ class _Writer:
         limit = MAX_NAMES if other is None else MAX_NAMES_OPEN
         if len(values) > limit:
             raise Unwritable(f"an object with more than {limit} declared names")
+        if any(len(k) > MAX_KEY_CHARS for k in named):
+            raise Unwritable(f"a key name over {MAX_KEY_CHARS} characters")
         keys = {k: self.terminal(key_regex(k, self.canonical)) for k in sorted(values)}
         other_member = None
         if other is not None:
