@@ -558,7 +558,7 @@ def _make_object_patterns(frame: OFrame, typing: SFrame | None, canonical: bool)
         else:
             tails = [()]
         out.extend(head + t + (b"}",) for t in tails)
-    return out
+    return out if len(out) <= _MAX_CASES else [_common_prefix(out)]  # (a prefix of each)
 
 
 def _named_key(key: str, alt, typing: SFrame, head: tuple, canonical: bool) -> tuple:
