@@ -287,8 +287,10 @@ NUMBERS = {
     "properties": {"x": {"type": "number"}, "y": {"type": "integer"}},
     "required": ["x", "y"],
 }
+QUOTED = {"type": "object", "properties": {'q"\n': {"type": "null"}}, "required": ['q"\n']}
 DOCS += [(NUMBERS, b'{"x":-1.5e+3,"y":-20}'), (NUMBERS, b'{"y":0,"x":0.25E-1}')]
-CANONICAL_DOCS = [DOCS[k] for k in (0, 1, 2, 4, 7, 10, 11)] + [
+DOCS += [(QUOTED, b'{"q\\"\\n":null}'), (QUOTED, b'{"q\\u0022\\n":null,"a":1}')]
+CANONICAL_DOCS = [DOCS[k] for k in (0, 1, 2, 4, 7, 10, 11, 12)] + [
     (SCHEMA, '{"y":"\\"","name":"\u00e9"}'.encode())
 ]
 
