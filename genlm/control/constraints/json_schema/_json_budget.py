@@ -50,13 +50,21 @@ from genlm.control.constraints.json_schema._json_machine import (
     NEXT,
     OPEN,
     VALUE,
+    WS,
     AFrame,
     Doc,
     LFrame,
     OFrame,
 )
 from genlm.control.constraints.json_schema._json_nodes import Arr, Lit, Obj, Str
-from genlm.control.constraints.json_schema._json_string import KeySpec, SFrame, escape_state
+from genlm.control.constraints.json_schema._json_string import (
+    HEX,
+    SIMPLE_ESCAPES,
+    KeySpec,
+    SFrame,
+    escape_state,
+)
+from genlm.control.constraints.regex.compile import utf8_length
 
 INF = float("inf")
 
@@ -142,14 +150,15 @@ def _may_become(key: str, typing: SFrame, canonical: bool = False) -> bool:
     return any(lo <= ord(rest[0]) <= hi for lo, hi in ranges)
 
 
-_HEX = b"0123456789abcdefABCDEF"
+_HEX = "".join(sorted(HEX)).encode()
+_ESCAPE_LETTERS = "".join(SIMPLE_ESCAPES).encode() + b"u"  # what a backslash reads next
 
 
 def _rest_of_escape(esc: str) -> tuple:
     """The bytes a half-read escape still reads, each right after the one before (in
     every spelling): after the backslash its letter, after `\\u` its hex digits."""
     if esc == "\\":
-        return (b'"\\/bfnrtu',)
+        return (_ESCAPE_LETTERS,)
     if esc.startswith("\\u") and len(esc) < 6:
         return (_HEX,) + (Glued(_HEX),) * (5 - len(esc))
     return ()
@@ -157,10 +166,7 @@ def _rest_of_escape(esc: str) -> tuple:
 
 def _unread_utf8(u8: bytes) -> int:
     """The continuation bytes still owed to a UTF-8 character begun with `u8`."""
-    if not u8:
-        return 0
-    lead = u8[0]
-    return (2 if lead < 0xE0 else 3 if lead < 0xF0 else 4) - len(u8)
+    return utf8_length(u8[0]) - len(u8) if u8 else 0
 
 
 def _frame_owes(frame, above) -> int:
@@ -311,8 +317,8 @@ def gap_of(element: bytes) -> bytes | None:
     return element.gap if isinstance(element, Gapped) else None
 
 
-_SPACE = b" \t\n\r"
-_ESCAPE_TAIL = b'u0123456789abcdefABCDEF"\\/bfnrt'  # what follows a backslash
+_SPACE = bytes(sorted(WS))  # JSON's whitespace
+_ESCAPE_TAIL = _ESCAPE_LETTERS + _HEX  # what follows an escape's backslash
 
 
 class AfterSpace(Gapped):
@@ -483,11 +489,10 @@ def _keys_pattern(alt, keys: list, comma_first: bool, canonical: bool, inner=fro
         if i or comma_first:
             out += (b",",)
         node = alt.props.get(k, alt.additional)
-        name = _joined(
-            _spelled_key(k, canonical)[:1], _way(canonical).structure, bool(i or comma_first)
-        )
+        spelled = _spelled_key(k, canonical)
+        quote = _joined(spelled[:1], _way(canonical).structure, bool(i or comma_first))
         value = value_pattern(node, canonical, inner)
-        out += name + _spelled_key(k, canonical)[1:] + _after_colon(value, canonical)
+        out += quote + spelled[1:] + _after_colon(value, canonical)
     return out
 
 
