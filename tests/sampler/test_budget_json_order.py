@@ -205,8 +205,13 @@ def test_rows_near_the_horizon_never_exceed_the_fewest_tokens_and_the_look_ahead
 
     async def pruned(look_ahead: bool) -> tuple[int, int]:
         _, condition, twin = coerced()
-        if not look_ahead:
-            twin._entries = lambda state, context: twin._successor_cache().get(state)[:0:-1]
+        if not look_ahead:  # each successor's own bound, none raised
+
+            def alone(state, r):
+                _, index, bounds = twin._successor_cache().get(state)
+                return bounds, index, float(bounds.max()) if len(bounds) else -np.inf
+
+            twin._raised = alone
         schema = twin.potential
         hit = miss = 0
         for horizon in (4, 5, 6, 7, 9):

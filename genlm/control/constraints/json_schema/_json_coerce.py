@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from genlm.control._lru import LRU
 from genlm.control._state_cache import RowCache
 from genlm.control.constraints._state_rows import StateRowCoerced
 from genlm.control.constraints.json_schema._json_machine import accepts, step
@@ -23,6 +24,7 @@ from genlm.control.weights import NEG_INF
 
 DEAD, UNKNOWN = -1, -2
 INF = float("inf")
+_MISS = object()
 
 
 class Transitions:
@@ -115,8 +117,32 @@ class CoercedJson(StateRowCoerced):
         self._refine_walks = 0
 
     def _state(self, context) -> frozenset | None:
-        """The recognizer state after `context`; None when the context has weight zero."""
-        return self.potential.state(self._map(context))
+        """The recognizer state after `context`; None when the context has weight zero.
+
+        Kept per context of tokens (`_token_states`, as many as the schema's own
+        state cache): a context one token past a kept one steps that state through
+        the new token's bytes, where the schema's own lookup would read and hash every
+        byte of the document. The states are the schema's (values, not ids: a reset
+        of the transition memo leaves them valid)."""
+        kept = self.__dict__.get("_token_states")
+        if kept is None:
+            kept = self._token_states = LRU(self.potential.cache_size)
+        key = tuple(context)
+        state = kept.get(key, _MISS)
+        if state is not _MISS:
+            return state
+        parent = kept.get(key[:-1], _MISS) if key else _MISS
+        t = self.potential.transitions
+        if parent is _MISS or t.full():
+            state = self.potential.state(self._map(context))
+        else:
+            state = parent
+            for byte in self._map(key[-1:]):
+                if state is None:
+                    break
+                state = t.next_state(state, byte)
+        kept.put(key, state)
+        return state
 
     def _row_of(self, context) -> np.ndarray:
         """The state's row, with EOS checked on the whole document where the schema
@@ -176,26 +202,40 @@ class CoercedJson(StateRowCoerced):
         to the tokens left may have no successor that keeps within them. At most
         `budget_refine_walks` states not yet walked are walked per call; the rest
         keep their bound."""
-        states, index, bounds = self._successor_cache().get(state)
-        r = tokens_left(context)
-        if r is None or not len(bounds):
-            return bounds, index
-        tight = np.flatnonzero((bounds >= r - 1) & (bounds <= r))
-        if not len(tight):
-            return bounds, index
-        t, cache = self.potential.transitions, self._successor_cache()
-        out = bounds.copy()
-        for i in tight.tolist():
+        return self._raised(state, tokens_left(context))[:2]
+
+    def _raised(self, state: frozenset, r: int | None) -> tuple[np.ndarray, np.ndarray, float]:
+        """`(bounds, index, top)` of `_entries` for `r` tokens left, `top` the largest
+        bound (`-inf` where no token is live). Kept per `(state, r)` when every tight
+        successor was walked (the entries are then a function of the two alone)."""
+        memo = self.__dict__.get("_raised_memo")
+        if memo is None:
+            memo = self._raised_memo = LRU(self._rows.size)
+        hit = memo.get((state, r))
+        if hit is not None:
+            return hit
+        cache = self._successor_cache()
+        states, index, bounds = cache.get(state)
+        out, complete = bounds, True
+        tight = np.flatnonzero((bounds >= r - 1) & (bounds <= r)) if r is not None else ()
+        t = self.potential.transitions
+        for i in tight.tolist() if len(tight) else ():
             s = states[i]
             if t.accepts(s):
                 continue
             if cache.peek(s) is None:
                 if self._refine_walks >= self.budget_refine_walks:
+                    complete = False
                     continue
                 self._refine_walks += 1
             after = cache.get(s)[2]
+            if out is bounds:
+                out = bounds.copy()
             out[i] = max(out[i], 1.0 + float(after.min()) if len(after) else float(r) + 1.0)
-        return out, index
+        got = (out, index, float(out.max()) if len(out) else NEG_INF)
+        if complete:
+            memo.put((state, r), got)
+        return got
 
     #: Per batch of contexts, the most successor states walked to raise bounds that
     #: are within one token of the tokens left (`_entries`).
@@ -285,8 +325,7 @@ class CoercedJson(StateRowCoerced):
             if far:
                 top = float(np.ceil(max(fewest - least, 0.0) / weight)) if len(weights) else NEG_INF
             else:
-                bounds = self._entries(state, context)[0]
-                top = float(bounds.max()) if len(bounds) else NEG_INF
+                top = self._raised(state, tokens_left(context))[2]
             if top == NEG_INF and self._ends(state, context):
                 top = 0.0
             out[k] = top
@@ -305,7 +344,10 @@ class CoercedJson(StateRowCoerced):
 
         within = self.budget_walk_within
         r = tokens_left(context)
-        fewest = fewest_bytes(state)
+        kept = self.__dict__.get("_fewest")
+        if kept is None:
+            kept = self._fewest = RowCache(fewest_bytes, 1 << 16)
+        fewest = kept.get(state)
         return (r is not None and r > within and self._bound(state) <= r - within), fewest
 
     def _successor_cache(self) -> RowCache:
