@@ -265,6 +265,50 @@ def test_the_look_ahead_raises_bounds_and_stays_below_the_fewest_tokens():
     asyncio.run(check())
 
 
+def test_kept_states_and_bounds_equal_those_made_afresh():
+    """`CoercedJson` keeps a state per context of tokens (stepping a kept parent
+    through the new token's bytes) and the raised bounds per (state, tokens left).
+    Along random token walks, with the transition memo reset midway, every kept state
+    is the schema's own state of the whole document (None where it is dead), and
+    every row and largest bound, asked twice, equals that of a fresh coercion with
+    nothing kept, at every horizon from 3 to 9."""
+    rng = np.random.default_rng(0)
+    _, condition, twin = coerced()
+    _, fresh, fresh_twin = coerced()
+    schema = twin.potential
+    by = {bytes(t): t for t in twin.vocab}
+    walks = []
+    for _ in range(40):
+        ctx: list = []
+        for _ in range(int(rng.integers(1, 9))):
+            ctx.append(by[VOCAB[int(rng.integers(len(VOCAB)))]])
+            walks.append(list(ctx))
+
+    async def check():
+        dead = 0
+        for k, ctx in enumerate(walks):
+            if k == len(walks) // 2:
+                schema.transitions.reset()
+            want = schema.state(list(b"".join(ctx)))
+            assert twin._state(ctx) == want, ctx
+            assert twin._state(ctx) == want, ctx  # kept
+            dead += want is None
+            if want is None:
+                continue
+            for horizon in range(len(ctx) + 1, len(ctx) + 8):
+                with using_horizon(horizon):
+                    for _ in range(2):
+                        row = np.asarray(await condition.batch_tokens_to_finish([ctx]))
+                        most = np.asarray(await condition.batch_most_tokens_to_finish([ctx]))
+                    fresh_twin.__dict__.pop("_raised_memo", None)
+                    fresh_twin.__dict__.pop("_token_states", None)
+                    assert np.array_equal(row, np.asarray(await fresh.batch_tokens_to_finish([ctx])))
+                    assert np.array_equal(most, np.asarray(await fresh.batch_most_tokens_to_finish([ctx])))
+        assert 0 < dead < len(walks)
+
+    asyncio.run(check())
+
+
 def test_pruning_by_the_ordered_bound_leaves_the_target_unchanged():
     """Every random path of every step of direct sampling, with the budget and
     without: the same `Z` and posterior as `enumerate_target`, and the budget prunes.
