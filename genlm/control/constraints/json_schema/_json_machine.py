@@ -15,8 +15,10 @@ from typing import NamedTuple
 from genlm.control.constraints.json_schema._json_number import (
     NUMBER_START,
     is_complete,
+    number_shape,
     reachable,
     spelling_step,
+    unbounded,
     value_ok,
 )
 from genlm.control.constraints.json_schema._json_schema import Arr, Lit, Node, Num, Obj, Str
@@ -107,6 +109,12 @@ def _done(below: tuple) -> list[tuple]:
     return [below[:-1] + (parent._replace(phase=AFTER),)]
 
 
+def _kept(text: str, num) -> str:
+    """What a number frame keeps of its prefix: the shape where the number is
+    unbounded (numbers of one shape are one state), else the text itself."""
+    return number_shape(text) if unbounded(num) else text
+
+
 def _step(stack: tuple, b: int) -> list[tuple]:
     top, below = stack[-1], stack[:-1]
     kind = type(top)
@@ -115,7 +123,7 @@ def _step(stack: tuple, b: int) -> list[tuple]:
     if kind is NFrame:
         text = top.text + chr(b)
         if spelling_step(top.text, b, top.alt.integer) and reachable(text, top.alt):
-            return [below + (NFrame(top.alt, text),)]
+            return [below + (NFrame(top.alt, _kept(text, top.alt)),)]
         if is_complete(top.text) and value_ok(top.text, top.alt):
             return [s2 for s in _done(below) for s2 in _step(s, b)]
         return []
@@ -146,7 +154,7 @@ def _start(node: Node, b: int, parent: tuple) -> list[tuple]:
                 out.append(parent + (SFrame(alt, 0, alt.pattern.start if alt.pattern else None),))
         elif kind is Num:
             if b in NUMBER_START and spelling_step("", b, alt.integer) and reachable(chr(b), alt):
-                out.append(parent + (NFrame(alt, chr(b)),))
+                out.append(parent + (NFrame(alt, _kept(chr(b), alt)),))
         elif kind is Obj:
             if b == 0x7B:
                 out.append(parent + (OFrame(alt),))

@@ -48,6 +48,32 @@ def spelling_step(text: str, byte: int, integer: bool) -> bool:
     return False
 
 
+def unbounded(num) -> bool:
+    """Whether `num` allows every number of its spelling (no bound, no value list):
+    then only the shape of a prefix matters (`number_shape`)."""
+    return num.values is None and num.bounds.lo is None and num.bounds.hi is None
+
+
+def number_shape(text: str) -> str:
+    """The shortest number prefix that continues and ends as `text` does: the sign,
+    `0` or `1` for the integer digits, one `0` for fraction digits, `e`, the exponent's
+    sign as `+`, one `0` for exponent digits (`-120.50E-7` → `-1.0e+0`).
+
+    `spelling_step` and `is_complete` read only these features (a leading zero, the
+    last character, which parts have begun), so for an unbounded number a prefix and
+    its shape have the same next bytes and the same completeness, and
+    `number_shape(number_shape(t) + c) == number_shape(t + c)`: the recognizer keeps
+    the shape in place of the text, and two numbers of one shape are one state."""
+    sign = "-" if text[:1] == "-" else ""
+    mant, e, exp = text[len(sign) :].lower().partition("e")
+    whole, dot, frac = mant.partition(".")
+    out = sign + ("" if not whole else "0" if whole == "0" else "1") + dot + ("0" if frac else "")
+    if e:
+        signed = exp[:1] in ("+", "-")
+        out += "e" + ("+" if signed else "") + ("0" if exp[signed:] else "")
+    return out
+
+
 def is_complete(text: str) -> bool:
     return bool(text) and text[-1].isdigit()
 
