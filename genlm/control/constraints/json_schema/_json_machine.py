@@ -105,8 +105,20 @@ def _done(below: tuple) -> list[tuple]:
     """`below` after its open child value is complete."""
     parent = below[-1]
     if isinstance(parent, AFrame):
-        return [below[:-1] + (parent._replace(phase=AFTER, count=parent.count + 1),)]
+        return [below[:-1] + (parent._replace(phase=AFTER, count=_counted(parent)),)]
     return [below[:-1] + (parent._replace(phase=AFTER),)]
+
+
+def _counted(frame: AFrame) -> int:
+    """The item count an array frame keeps after one more item. Without `maxItems` the
+    count is read only against `minItems` and the fixed items (`count >= min_items`,
+    `count < len(fixed)`, and the budget's `min_items - count`), so it stops at the
+    larger of the two: arrays that differ only in how many items past it they hold
+    are one state."""
+    alt = frame.alt
+    if alt.max_items is None:
+        return min(frame.count + 1, max(alt.min_items, len(alt.fixed)))
+    return frame.count + 1
 
 
 def _kept(text: str, num) -> str:

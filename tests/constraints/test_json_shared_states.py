@@ -1,8 +1,11 @@
 """An unbounded number's frame keeps the shape of its prefix, not its text
-(`_json_number.number_shape`): numbers of one shape are one recognizer state. The
-shape must leave the language as it was: the next bytes and completeness of every
-prefix, and every document's acceptance, are those of the recognizer that keeps the
-whole text; a bounded number or a list of values keeps its text."""
+(`_json_number.number_shape`), and an array without `maxItems` stops counting its
+items past `minItems` and its fixed items (`_json_machine._counted`): numbers of one
+shape, and arrays that differ only in how many items they hold past that, are one
+recognizer state. Both must leave the language as it was: the next bytes and
+completeness of every prefix, and every document's acceptance, are those of the
+recognizer that keeps the whole text and the whole count; a bounded number or a list
+of values keeps its text, an array with `maxItems` its count."""
 
 import asyncio
 
@@ -70,6 +73,11 @@ SCHEMAS = [
     {"type": "number", "minimum": -2.5, "exclusiveMaximum": 9007199254740993},
     {"enum": [12, 1.5e3, -7]},
     {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 5}, {"type": "number"}]}},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 2},
+    {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "boolean"}], "minItems": 1},
+    {"type": "array", "prefixItems": [{"type": "integer"}], "items": False},
+    {"type": "array", "items": {"type": "array", "items": {"type": "number"}, "minItems": 1}},
 ]
 BYTES = b'0123456789-+.eE[]{},:"a '
 EDGES = [
@@ -82,6 +90,12 @@ def _texts(rng: np.random.Generator) -> list[bytes]:
     out = [e.encode() for e in EDGES]
     out += [b"[" + e.encode() + b"," + e.encode() + b"]" for e in EDGES]
     out += [b'{"a":' + e.encode() + b"}" for e in EDGES]
+    for n in range(6):  # arrays of 0 to 5 items, flat and nested
+        out.append(b"[" + b",".join([b"1"] * n) + b"]")
+        out.append(b"[" + b",".join([b"true"] * n) + b"]")
+        out.append(b"[1,true" + b",2" * n + b"]")
+        out.append(b"[" + b",".join([b"[1,2]"] * n) + b"]")
+        out.append(b"[" + b",".join([b"[]"] * n) + b"]")
     for _ in range(300):
         n = int(rng.integers(1, 14))
         out.append(bytes(rng.choice(list(BYTES), size=n).tolist()))
@@ -108,9 +122,22 @@ def test_the_language_is_that_of_the_recognizer_keeping_the_text(schema, monkeyp
     shaped = read(JsonSchema(schema))
     with monkeypatch.context() as m:
         m.setattr(_json_machine, "_kept", lambda text, num: text)
+        m.setattr(_json_machine, "_counted", lambda frame: frame.count + 1)
         whole = read(JsonSchema(schema))
     assert shaped == whole
-    assert sum(c == 0.0 for _, c in shaped) >= 3  # some documents are accepted
+    assert sum(c == 0.0 for _, c in shaped) >= 2  # some documents are accepted
+
+
+def test_arrays_past_their_least_count_are_one_state_and_bounded_ones_are_not():
+    free = JsonSchema({"type": "array", "items": {"type": "integer"}, "minItems": 2})
+    assert free.state(list(b"[1,2,")) == free.state(list(b"[1,2,3,4,5,")) is not None
+    assert free.state(list(b"[1,")) != free.state(list(b"[1,2,"))
+    # the least count is still read: `[1]` is no document
+    assert asyncio.run(free.complete(list(b"[1]"))) == float("-inf")
+    assert asyncio.run(free.complete(list(b"[1,2,3,4,5]"))) == 0.0
+    bounded = JsonSchema({"type": "array", "items": {"type": "integer"}, "maxItems": 3})
+    assert bounded.state(list(b"[1,2,")) != bounded.state(list(b"[1,"))
+    assert bounded.state(list(b"[1,2,3,")) is None
 
 
 def test_numbers_of_one_shape_are_one_state_and_bounded_ones_are_not():
