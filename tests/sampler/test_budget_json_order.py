@@ -425,7 +425,8 @@ def test_the_cover_is_the_fewest_parts_and_below_it_where_long_tokens_are_not_sc
     cover equals a plain dynamic program over every placement of the pattern's parts
     in every token; with tokens longer than `max_scanned` taken at their length, it
     is never more than that. Only bytes of an element's gap come between it and the
-    one before it, or before it where it begins a part."""
+    one before it, or before it where it begins a part. Patterns that share suffixes,
+    asked of one cover in turn (which keeps the fewest parts per suffix), equal it too."""
 
     def plain(tokens: list[bytes], pattern: tuple) -> int:
         n = len(pattern)
@@ -464,3 +465,18 @@ def test_the_cover_is_the_fewest_parts_and_below_it_where_long_tokens_are_not_sc
         want = plain(tokens, pattern)
         assert OrderedCover(tokens).fewest(pattern) == want, (tokens, pattern)
         assert Unscanned(tokens).fewest(pattern) <= want
+        # patterns sharing suffixes on one cover (its suffixes kept): each still equals
+        # the dynamic program
+        shared = OrderedCover(tokens)
+        for _ in range(6):
+            cut = int(rng.integers(0, len(pattern) + 1))
+            head = tuple(
+                kinds[int(rng.integers(0, len(kinds)))](classes[k])
+                for k in rng.integers(0, len(classes), size=int(rng.integers(0, 4)))
+            )
+            other = head + pattern[cut:]
+            assert shared.fewest(other) == plain(tokens, other), (tokens, other)
+            if cut < len(pattern):  # the same bytes, another gap: another suffix
+                kind = kinds[int(rng.integers(0, len(kinds)))]
+                other = head + (kind(bytes(pattern[cut])),) + pattern[cut + 1 :]
+                assert shared.fewest(other) == plain(tokens, other), (tokens, other)

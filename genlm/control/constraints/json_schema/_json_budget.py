@@ -698,6 +698,8 @@ class OrderedCover:
         self._of_class: dict = {}
         self._pairs: dict = {}
         self._kept: dict = {}
+        self._element_ids: dict = {}  # element -> a small int (suffix keys hash fast)
+        self._tails: dict = {}  # a pattern's suffix (element ids, from its 2nd on) -> fewest
 
     def _holding(self, cls: bytes) -> np.ndarray:
         """The tokens that hold a byte of `cls` (sorted)."""
@@ -751,10 +753,44 @@ class OrderedCover:
     def fewest(self, pattern: tuple) -> int:
         """The fewest parts (0 for an empty pattern; at most 63 elements). An element
         that no token holds counts one part (the pattern is then unreachable; a lower
-        bound stays one)."""
+        bound stays one).
+
+        The fewest parts of a suffix that starts past the first element depend on the
+        suffix alone (its first part is anchored by that element's gap, as `_reach`
+        reads it), so they are kept per suffix: the patterns of a state and of its
+        successors share their outer frames' elements, and only a new pattern's new
+        leading elements are read against the vocabulary."""
         got = self._kept.get(pattern)
         if got is not None:
             return got
+        n = len(pattern)
+        ids = self._element_ids
+        if len(ids) > 1 << 16 or len(self._tails) > 1 << 18:
+            ids.clear()
+            self._tails.clear()
+        key = tuple([ids.setdefault(e, len(ids)) for e in pattern])
+        tails = self._tails
+        best = [0] * (n + 1)
+        automaton = None
+        for i in range(n - 1, -1, -1):
+            if i:
+                hit = tails.get(key[i:])
+                if hit is not None:
+                    best[i] = hit
+                    continue
+            if automaton is None:
+                automaton = self._automaton(pattern)
+            far = max(self._reach(*automaton, pattern, i), i + 1)
+            best[i] = 1 + min(best[i + 1 : far + 1])
+            if i:
+                tails[key[i:]] = best[i]
+        if len(self._kept) >= self.max_kept:
+            self._kept.clear()
+        self._kept[pattern] = best[0]
+        return best[0]
+
+    def _automaton(self, pattern: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """`(masks, skip)` of `pattern`'s automaton (see `_reach`)."""
         n = len(pattern)
         masks = np.zeros(256, dtype=np.uint64)
         for k, cls in enumerate(pattern):
@@ -772,14 +808,7 @@ class OrderedCover:
                 skip[list(gap)] |= np.uint64(1 << k)
         skip |= np.uint64(anywhere)
         skip[0] = ~np.uint64(0)  # the padding past a token's end: every state stays
-        best = [0] * (n + 1)
-        for i in range(n - 1, -1, -1):
-            far = max(self._reach(masks, skip, pattern, i), i + 1)
-            best[i] = 1 + min(best[i + 1 : far + 1])
-        if len(self._kept) >= self.max_kept:
-            self._kept.clear()
-        self._kept[pattern] = best[0]
-        return best[0]
+        return masks, skip
 
     def fewest_tokens(self, state) -> float:
         """A lower bound on the tokens from `state` to a complete document: the least
