@@ -119,14 +119,14 @@ class CoercedJson(StateRowCoerced):
     def _state(self, context) -> frozenset | None:
         """The recognizer state after `context`; None when the context has weight zero.
 
-        Kept per context of tokens (`_token_states`, as many as the schema's own
-        state cache): a context one token past a kept one steps that state through
+        Kept per context of tokens (`_token_states`, at most `token_states_kept` of
+        them, or the schema's own cache size where smaller): a context one token past a kept one steps that state through
         the new token's bytes, where the schema's own lookup would read and hash every
         byte of the document. The states are the schema's (values, not ids: a reset
         of the transition memo leaves them valid)."""
         kept = self.__dict__.get("_token_states")
         if kept is None:
-            kept = self._token_states = LRU(self.potential.cache_size)
+            kept = self._token_states = LRU(min(self.potential.cache_size, self.token_states_kept))
         key = tuple(context)
         state = kept.get(key, _MISS)
         if state is not _MISS:
@@ -143,6 +143,10 @@ class CoercedJson(StateRowCoerced):
                 state = t.next_state(state, byte)
         kept.put(key, state)
         return state
+
+    #: The most token contexts whose state `_state` keeps (a step reads its parents',
+    #: the contexts of the step before).
+    token_states_kept = 4096
 
     def _row_of(self, context) -> np.ndarray:
         """The state's row, with EOS checked on the whole document where the schema
@@ -207,14 +211,16 @@ class CoercedJson(StateRowCoerced):
     def _raised(self, state: frozenset, r: int | None) -> tuple[np.ndarray, np.ndarray, float]:
         """`(bounds, index, top)` of `_entries` for `r` tokens left, `top` the largest
         bound (`-inf` where no token is live). Kept per `(state, r)` when every tight
-        successor was walked (the entries are then a function of the two alone)."""
+        successor was walked (the entries are then a function of the two alone); the
+        per-token index is not kept here but read from the walk's cache, so the memo
+        holds one number per successor state, never a row over the vocabulary."""
         memo = self.__dict__.get("_raised_memo")
         if memo is None:
             memo = self._raised_memo = LRU(self._rows.size)
-        hit = memo.get((state, r))
-        if hit is not None:
-            return hit
         cache = self._successor_cache()
+        hit = memo.get((state, r))
+        if hit is not None:  # (the index, a row over the vocabulary, is the walk's own)
+            return hit[0], cache.get(state)[1], hit[1]
         states, index, bounds = cache.get(state)
         out, complete = bounds, True
         tight = np.flatnonzero((bounds >= r - 1) & (bounds <= r)) if r is not None else ()
@@ -232,10 +238,10 @@ class CoercedJson(StateRowCoerced):
             if out is bounds:
                 out = bounds.copy()
             out[i] = max(out[i], 1.0 + float(after.min()) if len(after) else float(r) + 1.0)
-        got = (out, index, float(out.max()) if len(out) else NEG_INF)
+        top = float(out.max()) if len(out) else NEG_INF
         if complete:
-            memo.put((state, r), got)
-        return got
+            memo.put((state, r), (out, top))
+        return out, index, top
 
     #: Per batch of contexts, the most successor states walked to raise bounds that
     #: are within one token of the tokens left (`_entries`).
