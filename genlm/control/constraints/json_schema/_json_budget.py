@@ -765,7 +765,7 @@ class OrderedCover:
             return got
         n = len(pattern)
         ids = self._element_ids
-        if len(ids) > 1 << 16 or len(self._tails) > 1 << 18:
+        if len(ids) > 1 << 16 or len(self._tails) > 1 << 16:
             ids.clear()
             self._tails.clear()
         key = tuple([ids.setdefault(e, len(ids)) for e in pattern])
