@@ -480,3 +480,30 @@ def test_the_cover_is_the_fewest_parts_and_below_it_where_long_tokens_are_not_sc
                 kind = kinds[int(rng.integers(0, len(kinds)))]
                 other = head + (kind(bytes(pattern[cut])),) + pattern[cut + 1 :]
                 assert shared.fewest(other) == plain(tokens, other), (tokens, other)
+
+
+@pytest.mark.parametrize("spelling", ["canonical", "compact", "any"])
+def test_kept_owed_key_patterns_equal_those_made_afresh(spelling):
+    """The owed keys' patterns are kept per object, set of owed keys, comma and
+    spelling: asked in any order of the keys, twice, they equal the patterns made
+    afresh, and two objects with the same keys but different values keep their own."""
+    from genlm.control.constraints.json_schema import _json_budget as jb
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "string"},
+            "c": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}},
+        },
+    }
+    root = JsonSchema(schema, spelling=spelling).root
+    outer = root.alts[0]
+    inner = outer.props["c"].alts[0]
+    for alt in (outer, inner):
+        for owed in (["a"], ["a", "b"], ["b", "a"], ["a", "b", "c"][: len(alt.props)]):
+            for comma_first in (False, True):
+                fresh = jb._make_owed_keys(alt, owed, comma_first, spelling)
+                assert jb._owed_keys(alt, owed, comma_first, spelling) == fresh
+                assert jb._owed_keys(alt, list(reversed(owed)), comma_first, spelling) == fresh
+    assert jb._owed_keys(outer, ["a", "b"], False, spelling) != jb._owed_keys(inner, ["a", "b"], False, spelling)

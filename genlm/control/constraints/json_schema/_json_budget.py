@@ -496,9 +496,24 @@ def _keys_pattern(alt, keys: list, comma_first: bool, canonical: bool, inner=fro
     return out
 
 
+_OWED_KEYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # alt -> {case: patterns}
+
+
 def _owed_keys(alt, owed: list, comma_first: bool, canonical: bool) -> list[tuple]:
     """The patterns of the owed keys, one per order they may come in (the keys'
-    shapes without names or values where there are too many to order)."""
+    shapes without names or values where there are too many to order). Kept per
+    object and set of owed keys: the frames of many states owe the same keys."""
+    kept = _OWED_KEYS.setdefault(alt, {})
+    case = (tuple(sorted(owed)), comma_first, _way(canonical))
+    got = kept.get(case)
+    if got is None:
+        if len(kept) >= _MAX_KEPT:
+            kept.clear()
+        got = kept[case] = _make_owed_keys(alt, owed, comma_first, canonical)
+    return got
+
+
+def _make_owed_keys(alt, owed: list, comma_first: bool, canonical: bool) -> list[tuple]:
     if len(owed) > _MAX_PERMUTED:
         shape = (b'"', b'"', b":")
         out = (b",",) if comma_first else ()
