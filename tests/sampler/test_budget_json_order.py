@@ -266,7 +266,7 @@ def test_the_look_ahead_raises_bounds_and_stays_below_the_fewest_tokens():
 
 
 def test_kept_states_and_bounds_equal_those_made_afresh():
-    """`CoercedJson` keeps a state per context of tokens (stepping a kept parent
+    """`CoercedJson` keeps a state per context image (stepping a kept parent
     through the new token's bytes) and the raised bounds per (state, tokens left).
     Along random token walks, with the transition memo reset midway, every kept state
     is the schema's own state of the whole document (None where it is dead), and
@@ -301,7 +301,7 @@ def test_kept_states_and_bounds_equal_those_made_afresh():
                         row = np.asarray(await condition.batch_tokens_to_finish([ctx]))
                         most = np.asarray(await condition.batch_most_tokens_to_finish([ctx]))
                     fresh_twin.__dict__.pop("_raised_memo", None)
-                    fresh_twin.__dict__.pop("_token_states", None)
+                    fresh_twin.__dict__.pop("_by_image", None)
                     assert np.array_equal(row, np.asarray(await fresh.batch_tokens_to_finish([ctx])))
                     assert np.array_equal(most, np.asarray(await fresh.batch_most_tokens_to_finish([ctx])))
         assert 0 < dead < len(walks)

@@ -11,14 +11,18 @@ and kept in a bounded LRU; a `logw_next` is then a state lookup and a row copy.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Hashable
 
 import numpy as np
 
 from genlm.control._device import mask_like
+from genlm.control._lru import LRU
 from genlm.control._state_cache import RowCache
 from genlm.control.potential.coerce import Coerced
 from genlm.control.weights import NEG_INF, LazyWeights
+
+_MISS = object()
 
 
 class StateRowCoerced(Coerced):
@@ -45,6 +49,49 @@ class StateRowCoerced(Coerced):
 
     def _walk(self, state: Any) -> np.ndarray:
         raise NotImplementedError
+
+    # States kept per context image --------------------------------------------
+
+    def _state_by_image(self, context) -> Hashable | None:
+        """The state after `context`, kept per context image (its bytes,
+        `_by_image`): a context one token past a kept one steps the kept state through
+        that token's bytes (`_step_bytes`), so a step of SMC costs each particle its
+        last token, not a read of its whole context (`_whole_state`). A context past
+        a dead one is dead."""
+        image = self.f(list(context))
+        kept = self._by_image
+        state = kept.get(image, _MISS)
+        if state is not _MISS:
+            return state
+        if context:
+            cut = len(image) - len(self.f([context[-1]]))
+            parent = kept.peek(image[:cut], _MISS) if cut >= 0 else _MISS
+            if parent is None:
+                state = None
+            elif parent is not _MISS:
+                state = self._step_bytes(parent, image[cut:])
+        if state is _MISS:
+            state = self._whole_state(image)
+        kept.put(image, state)
+        return state
+
+    def _step_bytes(self, state: Any, data: bytes) -> Hashable | None:
+        """The state after `data` from the live `state` (None: dead)."""
+        raise NotImplementedError
+
+    def _whole_state(self, image: bytes) -> Hashable | None:
+        """The state after the context image `image`, read from the start."""
+        raise NotImplementedError
+
+    #: The most context images whose state `_state_by_image` keeps (None: as many as
+    #: the inner potential's `cache_size`).
+    images_kept: int | None = None
+
+    @cached_property
+    def _by_image(self) -> LRU:
+        """Context image (bytes) -> state (see `_state_by_image`)."""
+        size = self.potential.cache_size
+        return LRU(size if self.images_kept is None else min(size, self.images_kept))
 
     def _live_state(self, context) -> Hashable:
         """The state after `context`.
@@ -98,6 +145,7 @@ class StateRowCoerced(Coerced):
         c.potential = self.potential.spawn()
         c._rows = RowCache(c._walk, self._rows.size)
         c._masks = RowCache(c._mask_of_state, self._masks.size)
+        c.__dict__.pop("_by_image", None)  # a spawn keeps its own (a copy may run on another thread)
         return c
 
     def __repr__(self) -> str:

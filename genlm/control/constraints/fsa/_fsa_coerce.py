@@ -21,7 +21,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from genlm.control._lru import LRU
 from genlm.control._state_cache import RowCache
 from genlm.control._trie import SymbolTrie
 from genlm.control.constraints._state_rows import StateRowCoerced
@@ -29,7 +28,6 @@ from genlm.control.constraints.fsa._fsa_budget import TokenDistances, byte_dista
 from genlm.control.horizon import tokens_left
 from genlm.control.weights import NEG_INF
 
-_MISS = object()
 _FEW = 8  # up to this many tokens (and no cached row), `allowed_next` walks their bytes
 
 
@@ -71,31 +69,14 @@ class CoercedDFA(StateRowCoerced):
     def _state(self, context) -> int | None:
         """The automaton state after `context`; None when the context has weight zero.
 
-        For a Boolean automaton, kept per context image (its bytes): a context one
-        token past a kept one steps that token's bytes through `delta` from the kept
-        state, so a step of SMC costs each particle its last token, not a walk back
-        over its context's bytes (the automaton's prefix cache, which any other
-        context reads); its prefix and complete are read from the same state."""
+        For a Boolean automaton, kept per context image (`_state_by_image`), its
+        prefix and complete read from the same state."""
         image = self.f(list(context))
         if not isinstance(image, bytes) or not self.boolean_rows:
             # a weighted automaton's prefix and complete read the forward vectors
             # (with their scales), which this walk keeps cached for them
             return self._forward_state(image)
-        kept = self._by_image
-        q = kept.get(image, _MISS)
-        if q is not _MISS:
-            return q
-        if context:
-            cut = len(image) - len(self.f([context[-1]]))
-            parent = kept.peek(image[:cut], _MISS) if cut >= 0 else _MISS
-            if parent is None:  # a context past a dead one is dead
-                q = None
-            elif parent is not _MISS:
-                q = self._step_bytes(parent, image[cut:])
-        if q is _MISS:
-            q = self._forward_state(image)
-        kept.put(image, q)
-        return q
+        return self._state_by_image(context)
 
     async def prefix(self, context):
         if not self.boolean_rows:
@@ -118,6 +99,9 @@ class CoercedDFA(StateRowCoerced):
             return await super().batch_complete(contexts)
         return np.array([await self.complete(c) for c in contexts])
 
+    def _whole_state(self, image: bytes) -> int | None:
+        return self._forward_state(image)
+
     def _forward_state(self, image) -> int | None:
         fwd = self.potential.forward(list(image))
         if fwd is None:
@@ -135,16 +119,6 @@ class CoercedDFA(StateRowCoerced):
             if q < 0:
                 return None
         return q if a.beta[q] > 0 else None
-
-    def spawn(self) -> "CoercedDFA":
-        c = super().spawn()
-        c.__dict__.pop("_by_image", None)  # a spawn keeps its own (a copy may run on another thread)
-        return c
-
-    @cached_property
-    def _by_image(self) -> LRU:
-        """Context image (bytes) -> `_state`, at most as many as the automaton's cache."""
-        return LRU(self.potential.cache_size)
 
     def _trie_states(self, q: int) -> np.ndarray:
         """Per trie node, the automaton state and path log weight from state `q`

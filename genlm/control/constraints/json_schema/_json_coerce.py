@@ -24,7 +24,6 @@ from genlm.control.weights import NEG_INF
 
 DEAD, UNKNOWN = -1, -2
 INF = float("inf")
-_MISS = object()
 
 
 class Transitions:
@@ -118,35 +117,28 @@ class CoercedJson(StateRowCoerced):
 
     def _state(self, context) -> frozenset | None:
         """The recognizer state after `context`; None when the context has weight zero.
+        Kept per context image (`_state_by_image`): the schema's own lookup would
+        read and hash every byte of the document."""
+        return self._state_by_image(context)
 
-        Kept per context of tokens (`_token_states`, at most `token_states_kept` of
-        them, or the schema's own cache size where smaller): a context one token past a kept one steps that state through
-        the new token's bytes, where the schema's own lookup would read and hash every
-        byte of the document. The states are the schema's (values, not ids: a reset
-        of the transition memo leaves them valid)."""
-        kept = self.__dict__.get("_token_states")
-        if kept is None:
-            kept = self._token_states = LRU(min(self.potential.cache_size, self.token_states_kept))
-        key = tuple(context)
-        state = kept.get(key, _MISS)
-        if state is not _MISS:
-            return state
-        parent = kept.get(key[:-1], _MISS) if key else _MISS
+    def _whole_state(self, image: bytes) -> frozenset | None:
+        return self.potential.state(list(image))
+
+    def _step_bytes(self, state: frozenset, data: bytes) -> frozenset | None:
+        """Through the schema's transition memo (reset when full, as the schema's own
+        lookup resets it: its states are values, not ids, so kept ones stay valid)."""
         t = self.potential.transitions
-        if parent is _MISS or t.full():
-            state = self.potential.state(self._map(context))
-        else:
-            state = parent
-            for byte in self._map(key[-1:]):
-                if state is None:
-                    break
-                state = t.next_state(state, byte)
-        kept.put(key, state)
+        if t.full():
+            t.reset()
+        for byte in data:
+            state = t.next_state(state, byte)
+            if state is None:
+                break
         return state
 
-    #: The most token contexts whose state `_state` keeps (a step reads its parents',
-    #: the contexts of the step before).
-    token_states_kept = 4096
+    #: Context images whose state is kept (a step reads its parents', the contexts of
+    #: the step before).
+    images_kept = 4096
 
     def _row_of(self, context) -> np.ndarray:
         """The state's row, with EOS checked on the whole document where the schema
