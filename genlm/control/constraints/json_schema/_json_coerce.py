@@ -252,10 +252,17 @@ class CoercedJson(StateRowCoerced):
         return kept.get(state)
 
     def _make_bound(self, state: frozenset) -> float:
+        _, weight = self._budget_parts()
+        return max(float(np.ceil(self._fewest_bytes(state) / weight)), self._cover.fewest_tokens(state))
+
+    def _fewest_bytes(self, state: frozenset) -> float:
+        """`_json_budget.fewest_bytes` of `state`, kept per state."""
         from genlm.control.constraints.json_schema._json_budget import fewest_bytes
 
-        _, weight = self._budget_parts()
-        return max(float(np.ceil(fewest_bytes(state) / weight)), self._cover.fewest_tokens(state))
+        kept = self.__dict__.get("_fewest")
+        if kept is None:
+            kept = self._fewest = RowCache(fewest_bytes, 1 << 16)
+        return kept.get(state)
 
     budget_walk_within = 4  # tokens from the horizon where the trie is walked
 
@@ -338,14 +345,9 @@ class CoercedJson(StateRowCoerced):
     def _far(self, state: frozenset, context) -> tuple[bool, float]:
         """`(far, L(ctx))`: whether the context is far enough from the horizon that its
         row is the cheap one (see `_tokens_to_finish`)."""
-        from genlm.control.constraints.json_schema._json_budget import fewest_bytes
-
         within = self.budget_walk_within
         r = tokens_left(context)
-        kept = self.__dict__.get("_fewest")
-        if kept is None:
-            kept = self._fewest = RowCache(fewest_bytes, 1 << 16)
-        fewest = kept.get(state)
+        fewest = self._fewest_bytes(state)
         return (r is not None and r > within and self._bound(state) <= r - within), fewest
 
     def _successor_cache(self) -> RowCache:
