@@ -73,6 +73,35 @@ def test_regex_json_output(capsys, sampler):
     check_posterior(out, lambda t: re.fullmatch(NUMBER, t))
 
 
+def test_the_run_closes_a_backend_that_holds_an_engine(capsys, monkeypatch):
+    """A backend with `close` (vLLM's engine) is shut down once the run is over, with
+    the result already made, and also when the run fails; one without is left as it is."""
+    import genlm.control.cli as cli
+
+    closed = []
+    load = cli._load
+
+    def loading(model, backend):
+        llm = load(model, backend)
+        llm.model.close = lambda: closed.append(llm.model)
+        return llm
+
+    monkeypatch.setattr(cli, "_load", loading)
+    out = run_json(capsys, "--regex", NUMBER)
+    check_posterior(out, lambda t: re.fullmatch(NUMBER, t))
+    assert len(closed) == 1
+
+    def failing(self, *args, **kwargs):
+        raise RuntimeError("the run failed")
+
+    from genlm.control import AWRS
+
+    monkeypatch.setattr(AWRS, "smc", failing)
+    assert main([*BASE, "--regex", NUMBER]) != 0  # (the command line reports the error)
+    assert "the run failed" in capsys.readouterr().err
+    assert len(closed) == 2
+
+
 def test_table_output_matches_json(capsys):
     out = run_json(capsys, "--regex", NUMBER)
     assert main([*BASE, "--regex", NUMBER]) == 0

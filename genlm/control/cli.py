@@ -289,17 +289,23 @@ async def _generate(args: argparse.Namespace, model: str, item: Any) -> dict:
             seed=args.seed,
             json_path=args.record,
         )
+        return {
+            "model": model,
+            "prompt": args.prompt,
+            "log_ml": float(seqs.log_ml),
+            "ess": float(seqs.ess_before_resample),  # the run's diagnostic, not N after a resample
+            "deaths": seqs.deaths.as_dict(),
+            "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
+            "particles_without_mass": seqs.n_without_mass,
+        }
     finally:
         sampler.cleanup()
-    return {
-        "model": model,
-        "prompt": args.prompt,
-        "log_ml": float(seqs.log_ml),
-        "ess": float(seqs.ess_before_resample),  # the run's diagnostic, not N after a resample
-        "deaths": seqs.deaths.as_dict(),
-        "posterior": [{"text": text, "probability": float(p)} for text, p in seqs.finished_texts()],
-        "particles_without_mass": seqs.n_without_mass,
-    }
+        # a backend that holds an engine (vLLM: its driver thread, its engine core) is
+        # shut down here, not by the interpreter's teardown, where a thread still in
+        # the engine's native code aborted the process now and then
+        close = getattr(llm.model, "close", None)
+        if callable(close):
+            close()
 
 
 def render_table(result: dict) -> str:
