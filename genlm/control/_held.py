@@ -35,19 +35,38 @@ class HeldByRuns:
         return None
 
 
+#: Types whose instances hold no model: the walk does not visit them (a constraint's
+#: caches hold hundreds of token tuples, byte strings and NumPy rows).
+_LEAVES: tuple[type, ...] = (int, float, complex, str, bytes, bytearray, type(None), range, type)
+
+
+def _leaf(obj: Any) -> bool:
+    """Whether the walk skips `obj`: a value of a leaf type, a NumPy or torch value,
+    or a tuple of such (a token context, a cache key). A class of this package that
+    holds only tables (a token trie) declares `holds_no_models = True`, and the walk
+    does not look inside its instances."""
+    if isinstance(obj, tuple):
+        return all(map(_scalar, obj))
+    return _scalar(obj)
+
+
+def _scalar(obj: Any) -> bool:
+    return isinstance(obj, _LEAVES) or type(obj).__module__ in ("numpy", "torch")
+
+
 def _children(obj: Any) -> Iterator[Any]:
     if isinstance(obj, dict):
         if len(obj) <= _MAX_CONTAINER:
-            yield from obj.values()
+            yield from (v for v in obj.values() if not _leaf(v))
         return
     if isinstance(obj, (list, tuple, set, frozenset)):
         if len(obj) <= _MAX_CONTAINER:
-            yield from obj
+            yield from (v for v in obj if not _leaf(v))
         return
-    if type(obj).__module__.startswith("genlm.control"):
+    if type(obj).__module__.startswith("genlm.control") and not getattr(type(obj), "holds_no_models", False):
         state = getattr(obj, "__dict__", None)
         if state is not None:
-            yield from list(state.values())
+            yield from [v for v in state.values() if not _leaf(v)]
 
 
 def held_objects(*roots: Any) -> list[HeldByRuns]:

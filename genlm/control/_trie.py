@@ -45,6 +45,8 @@ class SymbolTrie:
         levels: per depth d ≥ 1, the array of node ids at that depth.
     """
 
+    holds_no_models = True  # token tables only: a run's walk for its models skips them (_held)
+
     vocab: list
     paths: list
     leaf: np.ndarray

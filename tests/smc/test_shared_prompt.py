@@ -88,3 +88,31 @@ async def test_same_prompt_may_be_set_mid_run_and_a_failed_run_releases(llm):
         await sampler.smc(**RUN, terminate_when=stop)
     assert model.runs_holding == 0
     assert held_objects(sampler) == [model]
+
+
+def test_the_walk_finds_models_past_token_tables_and_skips_the_tables(llm):
+    """The models behind a coerced constraint are found, and the walk does not spend
+    its bound (`_MAX_OBJECTS`) on what holds no model: twelve thousand token tuples,
+    ints, byte strings and arrays in containers walked before a model leave it found,
+    and a token trie is not looked into."""
+    import numpy as np
+
+    from genlm.control import AWRS, BoolFSA
+    from genlm.control._held import _MAX_OBJECTS, _children
+    from genlm.control._trie import SymbolTrie
+
+    model = llm.spawn()
+    model.set_prompt_from_str(PROMPTS[0])
+    sampler = AWRS(model, BoolFSA.from_regex(r" [0-9]+").coerce(model, f=b"".join))
+    assert held_objects(sampler) == [model]
+
+    other = llm.spawn()
+    tables = [[(i, j, b"t") for j in range(200)] for i in range(60)]  # more tuples than the bound
+    assert 60 * 200 > _MAX_OBJECTS
+    noise = [list(range(200)) for _ in range(60)] + [[b"x" * k for k in range(200)], np.zeros(5)]
+    # the stack is popped from the end: the tables and the noise are walked first
+    assert held_objects([{"deep": (1, "a", [other])}, tables, noise]) == [other]
+    assert held_objects([(1, other), tables]) == [other]  # a tuple that holds a model is walked
+
+    trie = SymbolTrie.build([b"a", b"ab"], f=b"".join)
+    assert list(_children(trie)) == []

@@ -23,6 +23,8 @@ class VocabTables:
             vocabularies of id-carrying byte tokens (several ids may share bytes).
     """
 
+    holds_no_models = True  # token tables only: a run's walk for its models skips them (_held)
+
     vocab: list
     eos: EndOfSequence
     vocab_eos: list
