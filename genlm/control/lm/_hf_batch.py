@@ -426,6 +426,8 @@ class CachedTransformer(AsyncTransformer):
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         row_block = Block(tensor_bytes(logprobs))
         kv_block = states_block(layers)
+        result = {}
+        r = 0  # `picks` run over the groups in order, each group's keys in order
         for j, g in enumerate(groups):
             if g.start == width and len(g.new) == span:
                 kv, block = KV(layers, j), kv_block
@@ -438,11 +440,13 @@ class CachedTransformer(AsyncTransformer):
                 kv, block = KV(own, 0), Block(tensor_bytes(own))
             if g.start:
                 cache.demote(g.past_key)
-            cache.put(g.keys[0], kv, block, None, None)
-        result = {}
-        for r, (_, _, k) in enumerate(picks):
-            result[k] = logprobs[r]
-            cache.put(k, None, None, logprobs[r], row_block)
+            for i, k in enumerate(g.keys):
+                row = result[k] = logprobs[r]
+                r += 1
+                if i:
+                    cache.put(k, None, None, row, row_block)
+                else:  # the group's longest key: its states and its row in one entry update
+                    cache.put(k, kv, block, row, row_block)
         return result
 
 
