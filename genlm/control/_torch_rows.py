@@ -30,13 +30,14 @@ def block_positions(rows: Sequence[torch.Tensor]) -> tuple[torch.Tensor, np.ndar
         and all(r._base is base and r.is_contiguous() for r in rows)
     ):
         step = first.shape[0] * first.element_size()
-        offsets = [r.data_ptr() - base.data_ptr() for r in rows]
+        origin = base.data_ptr()
+        offsets = [r.data_ptr() - origin for r in rows]
         if all(o % step == 0 for o in offsets):  # whole rows, not views across two
-            at = np.array(offsets, dtype=np.intp) // step
-            start = int(at[0])
-            if np.array_equal(at, np.arange(start, start + len(rows))):
+            at = [o // step for o in offsets]
+            start = at[0]
+            if at == list(range(start, start + len(rows))):  # (Python lists: a few rows)
                 return base[start : start + len(rows)], None
-            return base, at
+            return base, np.array(at, dtype=np.intp)
     return torch.stack(list(rows)), None
 
 
