@@ -150,9 +150,10 @@ class PrefixCache:
     def put(self, key: tuple, kv: KV | None, kv_block: Block | None, row: torch.Tensor | None, row_block: Block | None) -> None:
         """Store `kv` and/or `row` for `key` (existing parts are replaced), then evict."""
         entry = self._entries.get(key)
-        if entry is None:
-            entry = Entry(key=key)
-            self._entries.put(key, entry)  # within budget before charging: evicts nothing
+        if entry is None:  # a new entry, charged, then kept (`LRU.put` evicts)
+            entry = Entry(kv, self._acquire(kv_block), row, self._acquire(row_block), key)
+            self._entries.put(key, entry)
+            return
         if kv is not None:
             self._release(entry.kv_block)
             entry.kv, entry.kv_block = kv, self._acquire(kv_block)
