@@ -460,3 +460,63 @@ def test_block_sums_are_the_sums_of_each_block(v, dtype):
         assert probs[r, idx[r]] > 0
         j = int(np.searchsorted(cdf[r], u[r] * cdf[r, -1], side="right"))
         assert idx[r] == j or abs(u[r] * cdf[r, -1] - cdf[r, min(idx[r], j)]) < 1e-5 * cdf[r, -1]
+
+
+def _batch(block):
+    from genlm.control.weights import LazyWeightsBatch
+
+    return LazyWeightsBatch.of_block(block, ENCODE, VOCAB)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["setitem", "reverse", "sort", "append", "pop", "insert", "delitem", "reassign", "none"],
+)
+def test_a_batch_answers_for_its_rows_after_any_change(change):
+    """`LazyWeightsBatch.weights` (0.4.1's `[N, V+1]` block) is the rows' weights after
+    the list or a row changes: the block it was made from answers only while every
+    row still holds its row of the block, in order."""
+    block = np.log(np.random.default_rng(0).dirichlet(np.ones(4), size=4))
+    batch = _batch(block.copy())
+    other = row([0.1, 0.2, 0.3, 0.4])
+    if change == "setitem":
+        batch[1] = other
+    elif change == "reverse":
+        batch.reverse()
+    elif change == "sort":
+        batch.sort(key=lambda r: float(r.weights[0]))
+    elif change == "append":
+        batch.append(other)
+    elif change == "pop":
+        batch.pop(0)
+    elif change == "insert":
+        batch.insert(0, other)
+    elif change == "delitem":
+        del batch[2]
+    elif change == "reassign":
+        batch[3].weights = other.weights
+    expected = np.stack([r.weights for r in batch])
+    np.testing.assert_array_equal(batch.weights, expected)
+    assert (batch.rows_block() is not None) == (change == "none")
+    part = _batch(block.copy()).part(1, 3)
+    np.testing.assert_array_equal(part.weights, block[1:3])
+    assert part.rows_block() is not None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_batchs_own_block_draws_as_its_rows_do(dtype):
+    """The draw reads a batch's own block as it is; the same rows handed over as a
+    list (stacked row by row) or after a change give the same tokens and weights."""
+    gen = np.random.default_rng(3)
+    block = np.log(gen.dirichlet(np.ones(4) * 0.5, size=6)).astype(dtype)
+
+    def drawn(rows):
+        rngs = [np.random.default_rng(100 + i) for i in range(len(rows))]
+        return [(d.token, d.logw) for d in asyncio.run(draw_mod.draw_many(rows, rngs))]
+
+    batch = _batch(block)
+    assert batch.rows_block() is block
+    assert drawn(batch) == drawn(list(batch))
+    moved = _batch(block)
+    moved.reverse()
+    assert drawn(moved) == drawn(list(reversed(list(_batch(block)))))

@@ -296,6 +296,9 @@ class LazyWeightsBatch(list):
     def __init__(self, rows: Sequence[LazyWeights] = (), block: Any = None):
         super().__init__(rows)
         self._block = block
+        # the arrays the rows held when the block was given: the block answers for
+        # the rows only while each row still holds its array (`rows_block`)
+        self._views = tuple(r.weights for r in self) if block is not None else ()
 
     @classmethod
     def of_block(
@@ -317,11 +320,30 @@ class LazyWeightsBatch(list):
             raise ValueError("an empty batch of weights has no vocabulary")
         return self[0]
 
+    def rows_block(self) -> Any:
+        """The block whose rows, in order, the rows' weights are (a view of its
+        memory, no copy), or None: the batch was made from separate rows, or it has
+        changed since (a row replaced, added, removed or moved, or a row's `weights`
+        reassigned)."""
+        block, views = self._block, self._views
+        if block is None or len(self) != len(views) or len(block) != len(views):
+            return None
+        for row, view in zip(self, views):
+            if row.weights is not view:
+                return None
+        return block
+
+    def part(self, start: int, stop: int) -> "LazyWeightsBatch":
+        """Rows `start:stop` as a batch, which keeps the block's rows as its block."""
+        block = self.rows_block()
+        return LazyWeightsBatch(self[start:stop], None if block is None else block[start:stop])
+
     @property
     def weights(self) -> Any:
-        """The `[N, V+1]` block of the rows' weights."""
-        block = self._block
-        if block is not None and len(block) == len(self):
+        """The `[N, V+1]` block of the rows' weights (the rows' own block where they
+        are views of one, in order; else stacked from the rows)."""
+        block = self.rows_block()
+        if block is not None:
             return block
         first = self._first().weights
         if is_tensor(first):

@@ -61,11 +61,15 @@ class AutoBatchedPotential(Potential):
         # potential after the view was made (a counter, a mock) serves the batches.
         async def flush(requests: list[_Calls]) -> list[list]:
             contexts = [c for r in requests for c in r.contexts]
-            results = list(await getattr(potential, batch_method)(contexts))
+            results = await getattr(potential, batch_method)(contexts)
+            if not isinstance(results, LazyWeightsBatch):
+                results = list(results)
             out, start = [], 0
             for r in requests:
-                out.append(results[start : start + len(r.contexts)])
-                start += len(r.contexts)
+                stop = start + len(r.contexts)
+                # rows made as one block keep it per caller (a view: the draw reads it as is)
+                out.append(results.part(start, stop) if isinstance(results, LazyWeightsBatch) else results[start:stop])
+                start = stop
             return out
 
         return flush
@@ -100,7 +104,8 @@ class AutoBatchedPotential(Potential):
         return np.asarray(await self._many("score", contexts), dtype=np.float64)
 
     async def batch_logw_next(self, contexts) -> list[LazyWeights]:
-        return LazyWeightsBatch(await self._many("logw_next", contexts))
+        rows = await self._many("logw_next", contexts)
+        return rows if isinstance(rows, LazyWeightsBatch) else LazyWeightsBatch(rows)
 
     # Fast paths: the inner potential's, forwarded (see `fast_paths`) ----------
 
