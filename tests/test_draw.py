@@ -495,9 +495,15 @@ def test_a_batch_answers_for_its_rows_after_any_change(change):
         del batch[2]
     elif change == "reassign":
         batch[3].weights = other.weights
+    from genlm.control.weights import weights_block
+
     expected = np.stack([r.weights for r in batch])
     np.testing.assert_array_equal(batch.weights, expected)
     assert (batch.rows_block() is not None) == (change == "none")
+    block = weights_block(batch)  # what the samplers and the draw read
+    np.testing.assert_array_equal(block, expected)
+    if change == "none":
+        assert not block.flags.writeable  # the batch's own block, handed on as a read-only view
     part = _batch(block.copy()).part(1, 3)
     np.testing.assert_array_equal(part.weights, block[1:3])
     assert part.rows_block() is not None

@@ -34,10 +34,10 @@ from genlm.control._device import (
 from genlm.control.weights import (
     NEG_INF,
     LazyWeights,
-    LazyWeightsBatch,
     fold_nan,
     infinite_weight_error,
     logsumexp,
+    weights_block,
 )
 from genlm.control.window import Window
 
@@ -521,9 +521,8 @@ async def draw_many(
             await _draw_tensors(weights, targets, members, group_rngs, out, allowed)
             continue
         # not folded here: the draw finds NaN and +inf in what it computes anyway
-        whole = len(members) == len(weights) and isinstance(weights, LazyWeightsBatch)
-        block = weights.rows_block() if whole else None  # the rows' own block: no per-row check
-        rows = _host_log_rows(stack([weights[i].weights for i in members]) if block is None else block)
+        whole = len(members) == len(weights)  # a batch's own block where it has one: no per-row check
+        rows = _host_log_rows(weights_block(weights) if whole else stack([weights[i].weights for i in members]))
         mask = None if host_mask is None else host_mask[members] if len(members) < len(host_mask) else host_mask
         request = _Request(rows, group_rngs, _draw_method, allowed=mask)
         answer = await _window.submit(request)

@@ -16,6 +16,7 @@ from genlm.control._device import (
     is_tensor,
     logsumexp_rows,
     match,
+    stack,
     to_host,
 )
 from genlm.control._warn import warn_user
@@ -387,6 +388,21 @@ class LazyWeightsBatch(list):
             mine.assert_equal(theirs, rtol=rtol, atol=atol)
 
 
+def weights_block(rows: Sequence[LazyWeights]) -> Any:
+    """The rows' weights as one 2-D block: a batch's own block where its rows are
+    views of it, in order (`LazyWeightsBatch.rows_block`; read-only on the host, as
+    `stack`'s views are), else the rows stacked (a view where they lie back to back in
+    one buffer, else a copy)."""
+    if isinstance(rows, LazyWeightsBatch):
+        block = rows.rows_block()
+        if block is not None:
+            if isinstance(block, np.ndarray) and block.flags.writeable:
+                block = block.view()
+                block.flags.writeable = False
+            return block
+    return stack([r.weights for r in rows])
+
+
 def _read_back_all(parts: Sequence[Any]) -> list[np.ndarray]:
     """Arrays of equal shape as float64 NumPy; the tensors among them are read back
     together, in one transfer (on the first tensor's device, in their common dtype)."""
@@ -416,4 +432,4 @@ def eos_column(rows: Sequence[LazyWeights]) -> list[float]:
     return [NEG_INF if v != v else v for v in values]
 
 
-__all__ = ["host_rows", "eos_column", "LazyWeights", "LazyWeightsBatch", "logsumexp", "fold_nan", "NEG_INF", "WeightSpaceError"]
+__all__ = ["host_rows", "eos_column", "weights_block", "LazyWeights", "LazyWeightsBatch", "logsumexp", "fold_nan", "NEG_INF", "WeightSpaceError"]

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
-from genlm.control._device import index_for, is_tensor, masked, match, stack
+from genlm.control._device import index_for, is_tensor, masked, match
 from genlm.control._warn import warn_user
 from genlm.control.potential import fast_paths
 from genlm.control.potential.base import Potential
-from genlm.control.weights import LazyWeights
+from genlm.control.weights import LazyWeights, weights_block
 from genlm.control.window import gather_or_cancel
 
 
@@ -180,19 +180,19 @@ class Product(Potential):
         masking = self._masking() if contexts else None
         if masking is not None:
             other, allowed_of = masking
-            block = stack([w.weights for w in await other.batch_logw_next(contexts)])
+            block = weights_block(await other.batch_logw_next(contexts))
             if is_tensor(block):
                 allowed = await allowed_of(contexts, block)
                 return self.rows_to_weights(masked(allowed, block))
             mask_rows = await (self.p2 if other is self.p1 else self.p1).batch_logw_next(contexts)
-            return self.rows_to_weights(self._combine(block, stack([w.weights for w in mask_rows])))
+            return self.rows_to_weights(self._combine(block, weights_block(mask_rows)))
         a, b = await gather_or_cancel(
             self.p1.batch_logw_next(contexts), self.p2.batch_logw_next(contexts)
         )
         if not contexts:
             return []
-        w1 = stack([w.weights for w in a])
-        w2 = stack([w.weights for w in b])
+        w1 = weights_block(a)
+        w2 = weights_block(b)
         return self.rows_to_weights(self._combine(w1, w2))
 
     def spawn(self) -> "Product":

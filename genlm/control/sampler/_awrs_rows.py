@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from genlm.control._device import is_tensor, mask_like, match, stack, to_host
+from genlm.control._device import is_tensor, mask_like, match, to_host
 from genlm.control.potential.base import Potential
 from genlm.control.sampler._awrs_exact import Support, boolean_rows, stack_rows
-from genlm.control.weights import fold_nan
+from genlm.control.weights import fold_nan, weights_block
 from genlm.control.window import gather_or_cancel
 
 
@@ -30,12 +30,12 @@ async def proposal_rows(
     entry (folding each)."""
     keep = _fold if fold else _as_is
     if proposal is None:
-        w = stack([r.weights for r in await potential.batch_logw_next(contexts)])
+        w = weights_block(await potential.batch_logw_next(contexts))
         w = keep(support.view(w, support.potential))
         return w, w
     wl, ql = await gather_or_cancel(potential.batch_logw_next(contexts), proposal.batch_logw_next(contexts))
-    w = keep(support.view(stack([r.weights for r in wl]), support.potential))
-    q = keep(support.view(stack([r.weights for r in ql]), support.proposal))
+    w = keep(support.view(weights_block(wl), support.potential))
+    q = keep(support.view(weights_block(ql), support.proposal))
     return match(w, q)
 
 

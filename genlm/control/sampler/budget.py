@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from genlm.control._device import mask_like, masked, stack
+from genlm.control._device import mask_like, masked
 from genlm.control.horizon import (
     NO_ALLOWED_TOKEN,
     OUT_OF_BUDGET,
@@ -39,6 +39,7 @@ from genlm.control.horizon import (
     using_horizon,
 )
 from genlm.control.potential import fast_paths
+from genlm.control.weights import weights_block
 
 
 class Budget(NamedTuple):
@@ -65,7 +66,7 @@ class Budget(NamedTuple):
         is out of budget: no pass over them)."""
         if not self.prunes:
             return rows
-        block = stack([r.weights for r in rows])
+        block = weights_block(rows)
         return potential.rows_to_weights(masked(mask_like(self.ok, block), block))
 
     def weight(self, i: int, logw: float) -> float:
