@@ -40,24 +40,30 @@ class SlotStreams:
     def __init__(self, root: np.random.SeedSequence):
         words = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1)).generate_state(2, np.uint64)
         self._key = words
-        self._gens: dict[int, np.random.Generator] = {}
+        # per slot: its generator, and the state it is re-pointed to (Philox copies
+        # the arrays in on assignment, so one state per slot serves every step)
+        self._gens: dict[int, tuple[np.random.Generator, dict, np.ndarray]] = {}
 
     def at(self, step: int, slots: Any) -> list[np.random.Generator]:
         """The generators of `slots` for step `step`, each at the start of its stream."""
         out = []
         for slot in slots:
             slot = int(slot)
-            gen = self._gens.get(slot)
-            if gen is None:
-                gen = self._gens[slot] = np.random.Generator(np.random.Philox(key=self._key))
-            gen.bit_generator.state = {
-                "bit_generator": "Philox",
-                "state": {"counter": np.array([0, 0, slot, step], dtype=np.uint64), "key": self._key},
-                "buffer": np.zeros(4, dtype=np.uint64),
-                "buffer_pos": 4,
-                "has_uint32": 0,
-                "uinteger": 0,
-            }
+            kept = self._gens.get(slot)
+            if kept is None:
+                counter = np.array([0, 0, slot, 0], dtype=np.uint64)
+                state = {
+                    "bit_generator": "Philox",
+                    "state": {"counter": counter, "key": self._key},
+                    "buffer": np.zeros(4, dtype=np.uint64),
+                    "buffer_pos": 4,
+                    "has_uint32": 0,
+                    "uinteger": 0,
+                }
+                kept = self._gens[slot] = (np.random.Generator(np.random.Philox(key=self._key)), state, counter)
+            gen, state, counter = kept
+            counter[3] = step
+            gen.bit_generator.state = state
             out.append(gen)
         return out
 
