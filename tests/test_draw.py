@@ -500,13 +500,14 @@ def test_a_batch_answers_for_its_rows_after_any_change(change):
     expected = np.stack([r.weights for r in batch])
     np.testing.assert_array_equal(batch.weights, expected)
     assert (batch.rows_block() is not None) == (change == "none")
-    block = weights_block(batch)  # what the samplers and the draw read
-    np.testing.assert_array_equal(block, expected)
+    read = weights_block(batch)  # what the samplers and the draw read
+    np.testing.assert_array_equal(read, expected)
     if change == "none":
-        assert not block.flags.writeable  # the batch's own block, handed on as a read-only view
-    part = _batch(block.copy()).part(1, 3)
+        assert not read.flags.writeable  # the batch's own block, handed on as a read-only view
+    _, part, rest = _batch(block.copy()).parts([1, 2, 1])
     np.testing.assert_array_equal(part.weights, block[1:3])
     assert part.rows_block() is not None
+    np.testing.assert_array_equal(rest.weights, block[3:])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -334,10 +334,16 @@ class LazyWeightsBatch(list):
                 return None
         return block
 
-    def part(self, start: int, stop: int) -> "LazyWeightsBatch":
-        """Rows `start:stop` as a batch, which keeps the block's rows as its block."""
+    def parts(self, sizes: Sequence[int]) -> list["LazyWeightsBatch"]:
+        """The rows cut into consecutive batches of `sizes` rows, each keeping its rows
+        of the block as its block (the block is checked once for all of them)."""
         block = self.rows_block()
-        return LazyWeightsBatch(self[start:stop], None if block is None else block[start:stop])
+        out, start = [], 0
+        for n in sizes:
+            stop = start + n
+            out.append(LazyWeightsBatch(self[start:stop], None if block is None else block[start:stop]))
+            start = stop
+        return out
 
     @property
     def weights(self) -> Any:

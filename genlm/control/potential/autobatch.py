@@ -62,14 +62,15 @@ class AutoBatchedPotential(Potential):
         async def flush(requests: list[_Calls]) -> list[list]:
             contexts = [c for r in requests for c in r.contexts]
             results = await getattr(potential, batch_method)(contexts)
-            if not isinstance(results, LazyWeightsBatch):
-                results = list(results)
-            out, start = [], 0
-            for r in requests:
-                stop = start + len(r.contexts)
+            sizes = [len(r.contexts) for r in requests]
+            if isinstance(results, LazyWeightsBatch):
                 # rows made as one block keep it per caller (a view: the draw reads it as is)
-                out.append(results.part(start, stop) if isinstance(results, LazyWeightsBatch) else results[start:stop])
-                start = stop
+                return results.parts(sizes)
+            results = list(results)
+            out, start = [], 0
+            for n in sizes:
+                out.append(results[start : start + n])
+                start += n
             return out
 
         return flush
