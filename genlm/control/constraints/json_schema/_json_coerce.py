@@ -215,9 +215,9 @@ class CoercedJson(StateRowCoerced):
             return hit[0], cache.get(state)[1], hit[1]
         states, index, bounds = cache.get(state)
         out, complete = bounds, True
-        tight = np.flatnonzero((bounds >= r - 1) & (bounds <= r)) if r is not None else ()
+        tight = np.flatnonzero((bounds >= r - 1) & (bounds <= r)).tolist() if r is not None else []
         t = self.potential.transitions
-        for i in tight.tolist() if len(tight) else ():
+        for i in tight:
             s = states[i]
             if t.accepts(s):
                 continue
