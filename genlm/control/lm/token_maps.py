@@ -14,6 +14,7 @@ import torch
 from genlm.backend.tokenization.token import Token
 
 from genlm.control._device import id_runs
+from genlm.control._host_blocks import HOST_BLOCKS
 from genlm.control._warn import warn_user
 from genlm.control.potential.tables import VocabTables, build_tables
 
@@ -272,7 +273,10 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
         return out
     n = len(logprobs) if order is None else len(order)
     device = logprobs.device if on_device else "cpu"
-    block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=_full(logprobs.dtype), device=device)
+    if on_device and logprobs.device.type != "cpu":
+        block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=_full(logprobs.dtype), device=device)
+    else:  # a kept host block (see `_host_blocks`)
+        block = HOST_BLOCKS.empty(n, len(maps.vocab_idxs) + 1, _full(logprobs.dtype))
     if order is None:
         pairs = [(block, logprobs)]
     elif logprobs.device.type == "cpu":  # row by row: a copy per row and run is cheap here
