@@ -115,6 +115,12 @@ class Driver:
     # The engine thread -----------------------------------------------------------
 
     def _main(self) -> None:
+        # torch gives a new thread its intra-op thread count (the process's, e.g. a
+        # user's `torch.set_num_threads(1)`) at the thread's first parallel call; before
+        # it, OpenMP reports its own default (the cores). vLLM's CPU attention sizes its
+        # schedule by the count it reads first and checks it in the kernel, after torch's
+        # ops have set it: a mismatch aborts the step. Asking torch first makes both one.
+        torch.get_num_threads()
         job: _Job | None = None
         while True:
             if job is None:
