@@ -13,7 +13,9 @@ import torch
 from toys.ab import Failing
 from toys.vllm_engine import vllm_llm, wait_until
 
+import genlm.control._host_blocks as host_blocks
 from genlm.control import AWRS, BoolFSA, PromptedLLM, direct_token_sampler
+from genlm.control._host_blocks import HostBlocks
 from genlm.control.embedded import EMBEDDED_MODEL
 
 ATOL = 1e-4
@@ -77,6 +79,34 @@ async def test_forked_particles_continue_in_place_with_rows_equal_hf(vllm, hf):
         contexts = [contexts[int(i)] + [t] for i, t in zip(picks, draws)]
     model.release()
     assert idle(model)
+
+
+async def test_rows_in_kept_host_blocks_equal_hf_and_held_rows_keep_their_values(vllm, hf, monkeypatch):
+    """Every host block kept for reuse (`_host_blocks`, however small): the captured
+    rows and the stacked blocks reuse freed blocks, rows equal HF's at every step, and
+    the blocks a caller still holds are never written again."""
+    blocks = HostBlocks()
+    monkeypatch.setattr(host_blocks, "MIN_BYTES", 0)
+    monkeypatch.setattr(host_blocks.HOST_BLOCKS, "empty", blocks.empty)
+    model = vllm.model
+    model.release()
+    model.clear_cache()
+    rng = np.random.default_rng(5)
+    contexts = [list(vllm.prompt_ids) + [int(rng.integers(50, 4000))] for _ in range(6)]
+    held = []
+    for step in range(8):
+        got = await model.batch_next_token_logprobs(contexts)
+        want = await hf.model.batch_next_token_logprobs(contexts)
+        np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), atol=ATOL, rtol=0)
+        if step % 3 == 0:
+            held.append((got, got.clone()))
+        picks = rng.integers(0, len(contexts), size=len(contexts))
+        gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
+        draws = [int(torch.multinomial(got[int(i)].exp(), 1, generator=gen)) for i in picks]
+        contexts = [contexts[int(i)] + [t] for i, t in zip(picks, draws)]
+    model.release()
+    assert blocks.reused > 5
+    assert all(torch.equal(rows, copy) for rows, copy in held)
 
 
 async def test_the_forced_token_is_the_one_vllm_appends(vllm, hf):
