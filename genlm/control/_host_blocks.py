@@ -118,7 +118,7 @@ _NUMPY = {
     torch.bool: np.bool_,
 }
 
-#: The blocks shared by the HF backend's rows and `next_token_rows`.
+#: The blocks shared by the backends' host rows (HF and vLLM) and `next_token_rows`.
 HOST_BLOCKS = HostBlocks()
 
 __all__ = ["HOST_BLOCKS", "HostBlocks", "MIN_BYTES"]
