@@ -69,6 +69,17 @@ def test_evaluations_run_on_the_chosen_threads_and_restore_the_process_count(two
     assert torch.get_num_threads() == 2
 
 
+def test_a_replaced_set_num_threads_is_not_called(two_threads, monkeypatch):
+    """vLLM's CPU worker replaces `torch.set_num_threads` with a function that only
+    logs a warning: evaluations then keep the process's count and call nothing."""
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: calls.append(n))
+    model = load_model(EMBEDDED_MODEL, "hf", threads=1)
+    seen = counted(model)
+    model.batch_next_token_logprobs_sync([(1, 2, 3)])
+    assert calls == [] and seen == [2] and torch.get_num_threads() == 2
+
+
 def test_threads_is_validated():
     for bad in (0, -1, True, 1.5, "1"):
         with pytest.raises(ValueError, match="threads must be a positive integer or None"):

@@ -19,6 +19,12 @@ import torch
 #: CPU models with at most this many parameters (and buffers) evaluate on one thread by default.
 SMALL_MODEL_PARAMS = 16_000_000
 
+#: torch's own `set_num_threads`. vLLM's CPU worker replaces it, for the whole process,
+#: with a function that only logs a warning (a thread count changed after its threads
+#: are bound would break its attention kernels); `intra_op_threads` then leaves the
+#: count alone instead of logging that warning twice per evaluation.
+_TORCH_SET_NUM_THREADS = torch.set_num_threads
+
 
 def default_threads(model: Any) -> int | None:
     """The default intra-op thread count of a torch model's evaluations: 1 for a model on
@@ -32,10 +38,11 @@ def default_threads(model: Any) -> int | None:
 
 @contextmanager
 def intra_op_threads(n: int | None) -> Iterator[None]:
-    """Run the block with `n` torch intra-op threads (None, or the count already set:
-    unchanged), then restore the process's count."""
+    """Run the block with `n` torch intra-op threads (None, the count already set, or a
+    `torch.set_num_threads` replaced by another library: unchanged), then restore the
+    process's count."""
     before = torch.get_num_threads()
-    if n is None or n == before:
+    if n is None or n == before or torch.set_num_threads is not _TORCH_SET_NUM_THREADS:
         yield
         return
     torch.set_num_threads(n)
