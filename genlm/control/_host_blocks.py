@@ -66,8 +66,7 @@ class HostBlocks:
 
     def empty(self, rows: int, width: int, dtype: torch.dtype) -> torch.Tensor:
         """An uninitialised contiguous `[rows, width]` CPU tensor of `dtype`."""
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        if rows * width * itemsize < MIN_BYTES or dtype not in _NUMPY or not KEEPS:
+        if rows * width * dtype.itemsize < MIN_BYTES or dtype not in _NUMPY or not KEEPS:
             return torch.empty(rows, width, dtype=dtype)
         with self._lock:
             kept = self._kept.setdefault((width, dtype), [])
@@ -121,4 +120,20 @@ _NUMPY = {
 #: The blocks shared by the backends' host rows (HF and vLLM) and `next_token_rows`.
 HOST_BLOCKS = HostBlocks()
 
-__all__ = ["HOST_BLOCKS", "HostBlocks", "MIN_BYTES"]
+
+def kept_log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """`torch.log_softmax(logits, dim=-1)` of a `[rows, V]` block, written into a kept
+    block when it is on the CPU."""
+    if logits.device.type != "cpu":
+        return torch.log_softmax(logits, dim=-1)
+    return torch.log_softmax(logits, dim=-1, out=HOST_BLOCKS.empty(*logits.shape, logits.dtype))
+
+
+def kept_stack(rows: list) -> torch.Tensor:
+    """`torch.stack(rows)` of 1-D rows, into a kept block when they are on the CPU."""
+    if not rows or rows[0].device.type != "cpu":
+        return torch.stack(rows)
+    return torch.stack(rows, out=HOST_BLOCKS.empty(len(rows), rows[0].shape[-1], rows[0].dtype))
+
+
+__all__ = ["HOST_BLOCKS", "HostBlocks", "MIN_BYTES", "kept_log_softmax", "kept_stack"]

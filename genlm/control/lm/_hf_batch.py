@@ -32,7 +32,7 @@ import torch
 from genlm.backend.llm import AsyncTransformer
 from transformers import DynamicCache
 
-from genlm.control._host_blocks import HOST_BLOCKS
+from genlm.control._host_blocks import HOST_BLOCKS, kept_log_softmax
 from genlm.control._torch_rows import block_positions, rows_at
 from genlm.control.lm._kv_append import AppendLayer, empty_arena, states_block
 from genlm.control.lm._kv_cache import KV, Block, PrefixCache, id_keys, tensor_bytes
@@ -425,11 +425,7 @@ class CachedTransformer(AsyncTransformer):
             j_idx = torch.tensor([j for j, _, _ in picks], device=device)
             p_idx = torch.tensor([p - offset for _, p, _ in picks], device=device)
             logits = out.logits[j_idx, p_idx]
-        logits = logits.float()
-        if logits.device.type == "cpu":  # a kept block (see `_host_blocks`): no fresh pages
-            logprobs = torch.log_softmax(logits, dim=-1, out=HOST_BLOCKS.empty(*logits.shape, logits.dtype))
-        else:
-            logprobs = torch.log_softmax(logits, dim=-1)
+        logprobs = kept_log_softmax(logits.float())  # on the CPU, a kept block: no fresh pages
         row_block = Block(tensor_bytes(logprobs))
         kv_block = states_block(layers)
         result = {}

@@ -47,7 +47,7 @@ from typing import Any, Sequence
 import torch
 from genlm.backend.llm import AsyncLM
 
-from genlm.control._host_blocks import HOST_BLOCKS
+from genlm.control._host_blocks import kept_stack
 from genlm.control.lm._errors import PromptTooLongError
 from genlm.control.lm._kv_cache import id_keys
 from genlm.control.lm._vllm_capture import ROW_KEY, Capture, capture_class
@@ -64,14 +64,6 @@ from genlm.control.window import Window
 
 #: Device memory the kept rows may take (at least 16 rows are kept).
 ROW_CACHE_BYTES = 256 * 2**20
-
-
-def _stacked(rows: list) -> torch.Tensor:
-    """`torch.stack(rows)`, into a kept host block when the rows are on the CPU (see
-    `_host_blocks`): a step's block of 131k-token rows then reuses freed memory."""
-    if not rows or rows[0].device.type != "cpu":
-        return torch.stack(rows)
-    return torch.stack(rows, out=HOST_BLOCKS.empty(len(rows), rows[0].shape[-1], rows[0].dtype))
 
 
 class VLLMBackend(AsyncLM):
@@ -200,7 +192,7 @@ class VLLMBackend(AsyncLM):
     def batch_next_token_logprobs_sync(self, token_ids_list, lora_name=None) -> torch.Tensor:
         keys = self._check(token_ids_list, lora_name)
         rows = self.evaluate([(k, lora_name) for k in keys])
-        return _stacked([rows[(k, lora_name)] for k in keys])
+        return kept_stack([rows[(k, lora_name)] for k in keys])
 
     async def _flush(self, requests: list[tuple[list, Any]]) -> list[torch.Tensor]:
         wanted = [(k, lora) for keys, lora in requests for k in keys]
@@ -213,7 +205,7 @@ class VLLMBackend(AsyncLM):
                 # (not after live_idle_s; other runs' next queries start new requests)
                 self._driver.submit("call", fn=_nothing)
                 raise
-        return [_stacked([rows[(k, lora)] for k in keys]) for keys, lora in requests]
+        return [kept_stack([rows[(k, lora)] for k in keys]) for keys, lora in requests]
 
     def _kept(self, wanted: Sequence[tuple]) -> dict | None:
         """The kept rows of `wanted` if every one is kept (answered on the caller's

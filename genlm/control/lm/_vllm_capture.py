@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from genlm.control._host_blocks import HOST_BLOCKS
+from genlm.control._host_blocks import kept_log_softmax
 
 #: The key of `SamplingParams.extra_args` that marks a request whose row is captured.
 ROW_KEY = "genlm_control_row"
@@ -51,11 +51,7 @@ class Capture:
         if not rows:
             return logits
         index = torch.tensor(rows, device=logits.device)
-        picked = logits.index_select(0, index).float()
-        if picked.device.type == "cpu":  # a kept block (see `_host_blocks`): no fresh pages
-            lp = torch.log_softmax(picked, dim=-1, out=HOST_BLOCKS.empty(*picked.shape, picked.dtype))
-        else:
-            lp = torch.log_softmax(picked, dim=-1)
+        lp = kept_log_softmax(logits.index_select(0, index).float())  # on the CPU, a kept block
         for j, rid in enumerate(rids):
             self.sink[rid] = lp[j]
             self.pending.discard(rid)
