@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
 
 from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import is_tensor
+from genlm.control._lru import LRU
 from genlm.control._state_cache import PrefixStateCache
+from genlm.control.constraints.fsa._fsa_coerce import CoercedDFA
 from genlm.control.constraints.recognizer import CachedRecognizer
 from genlm.control.constraints.regex.syntax import parse_regex
 from genlm.control.engine._guided_engine import (
@@ -279,6 +282,11 @@ class GuidedConstraint(CachedRecognizer):
             ValueError: a context with weight zero.
         """
         masks, accepting = self._packed(contexts)
+        return await self.unpacked(masks, accepting, like)
+
+    async def unpacked(self, masks: np.ndarray, accepting: np.ndarray, like: Any = None) -> Any:
+        """Packed masks (one `n_words` int32 row each) and accepting flags as the bool
+        block `batch_allowed` gives, on the device of `like` when it is a tensor."""
         if len(masks) * len(self._ids) < OFF_THREAD or not (is_tensor(like) or HOST_OFF_THREAD):
             return mask_allowed(self.engine, masks, accepting, like)
         return await asyncio.to_thread(mask_allowed, self.engine, masks, accepting, like)
@@ -360,8 +368,51 @@ class GuidedCoerced(Coerced):
         return await self.guided.batch_logw_next(contexts)
 
     async def batch_allowed(self, contexts, like: Any = None) -> Any:
-        """`GuidedConstraint.batch_allowed` of the engine behind this coercion."""
-        return await self.guided.batch_allowed(contexts, like)
+        """`GuidedConstraint.batch_allowed` of the engine behind this coercion.
+
+        For a regex, once its byte automaton is built (the token budget's twin), the
+        engine's mask is filled once per automaton state and kept (`_state_masks`): a
+        context whose state has a kept mask costs no engine matcher and no fill. The
+        engine's language is the automaton's (one pattern, one language on every path:
+        `GuidedConstraint.from_regex`), so two contexts that reach one state of the
+        deterministic automaton have one set of continuations; the tokens the engine
+        allows after them, and whether it accepts, are then the same."""
+        states = self._automaton_states(contexts)
+        if states is None:
+            return await self.guided.batch_allowed(contexts, like)
+        kept = self._state_masks
+        found = {q: kept.get(q) for q in dict.fromkeys(states)}
+        new = {q: c for q, c in zip(states, contexts) if found[q] is None}
+        if new:
+            masks, accepting = self.guided._packed(list(new.values()))
+            for q, mask, accepts in zip(new, masks, accepting):
+                found[q] = (mask, bool(accepts))
+                kept.put(q, found[q])
+        masks = np.stack([found[q][0] for q in states])
+        accepting = np.array([found[q][1] for q in states], dtype=bool)
+        return await self.guided.unpacked(masks, accepting, like)
+
+    #: The most automaton states whose engine masks `batch_allowed` keeps (a packed
+    #: mask is one bit per token: 16 KB at 131k tokens); 0 keeps none.
+    state_masks_kept = 1024
+
+    @cached_property
+    def _state_masks(self) -> LRU:
+        """Automaton state -> (packed engine mask, accepting), see `batch_allowed`."""
+        return LRU(self.state_masks_kept)
+
+    def _automaton_states(self, contexts: Sequence[Sequence[Any]]) -> list | None:
+        """The regex automaton's state after each context, where the engine's masks
+        are kept per state (see `batch_allowed`); None otherwise: not a regex, no
+        masks kept, the automaton not built (it is never built for this), or a context
+        the automaton finds dead (the engine answers it as it always does)."""
+        if self.guided.kind != "regex" or not self.state_masks_kept:
+            return None
+        twin = self.__dict__.get("_twin")
+        if not isinstance(twin, CoercedDFA) or not twin.boolean_rows:
+            return None
+        states = [twin._state(c) for c in contexts]
+        return None if any(q is None for q in states) else states
 
     # Tokens left to a complete document (`fast_paths.TokensToFinish`) -------------
 
