@@ -18,7 +18,7 @@ from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import is_tensor
 from genlm.control._lru import LRU
 from genlm.control._state_cache import PrefixStateCache
-from genlm.control.constraints.fsa._fsa_coerce import CoercedDFA
+from genlm.control.constraints._state_rows import StateRowCoerced
 from genlm.control.constraints.recognizer import CachedRecognizer
 from genlm.control.constraints.regex.syntax import parse_regex
 from genlm.control.engine._guided_engine import (
@@ -335,10 +335,14 @@ class GuidedCoerced(Coerced):
         potential: the byte-level constraint that was coerced.
         f: the context map (`b"".join`).
         guided: the engine-backed constraint over the LLM's vocabulary.
+        exact: whether the engine's language is the constraint's (`Exactness.EXACT`);
+            only then are the engine's masks kept per state of the constraint's own
+            coercion (`batch_allowed`).
     """
 
-    def __init__(self, potential: Potential, f: Any, guided: GuidedConstraint):
+    def __init__(self, potential: Potential, f: Any, guided: GuidedConstraint, exact: bool = False):
         self.guided = guided
+        self.exact = exact
         super().__init__(potential, guided, f, prune=True, homomorphic=True, walk=False)
 
     @property
@@ -370,14 +374,16 @@ class GuidedCoerced(Coerced):
     async def batch_allowed(self, contexts, like: Any = None) -> Any:
         """`GuidedConstraint.batch_allowed` of the engine behind this coercion.
 
-        For a regex, once its byte automaton is built (the token budget's twin), the
-        engine's mask is filled once per automaton state and kept (`_state_masks`): a
+        Where the engine's language is the constraint's (`exact`), once the
+        constraint's own coercion with per-state rows is built (the token budget's
+        twin: a regex's deterministic byte automaton, a schema's recognizer), the
+        engine's mask is filled once per state of it and kept (`_state_masks`): a
         context whose state has a kept mask costs no engine matcher and no fill. The
-        engine's language is the automaton's (one pattern, one language on every path:
-        `GuidedConstraint.from_regex`), so two contexts that reach one state of the
-        deterministic automaton have one set of continuations; the tokens the engine
-        allows after them, and whether it accepts, are then the same."""
-        states = self._automaton_states(contexts)
+        engine's mask after a context is the tokens whose bytes keep the text a
+        prefix of its language, and whether it accepts; with one language on both
+        paths, both depend only on the continuations left after the context's bytes,
+        which the twin's state fixes (its own rows are kept per state)."""
+        states = self._twin_states(contexts)
         if states is None:
             return await self.guided.batch_allowed(contexts, like)
         kept = self._state_masks
@@ -392,24 +398,25 @@ class GuidedCoerced(Coerced):
         accepting = np.array([found[q][1] for q in states], dtype=bool)
         return await self.guided.unpacked(masks, accepting, like)
 
-    #: The most automaton states whose engine masks `batch_allowed` keeps (a packed
-    #: mask is one bit per token: 16 KB at 131k tokens); 0 keeps none.
+    #: The most twin states whose engine masks `batch_allowed` keeps (a packed mask
+    #: is one bit per token: 16 KB at 131k tokens); 0 keeps none.
     state_masks_kept = 1024
 
     @cached_property
     def _state_masks(self) -> LRU:
-        """Automaton state -> (packed engine mask, accepting), see `batch_allowed`."""
+        """Twin state -> (packed engine mask, accepting), see `batch_allowed`."""
         return LRU(self.state_masks_kept)
 
-    def _automaton_states(self, contexts: Sequence[Sequence[Any]]) -> list | None:
-        """The regex automaton's state after each context, where the engine's masks
-        are kept per state (see `batch_allowed`); None otherwise: not a regex, no
-        masks kept, the automaton not built (it is never built for this), or a context
-        the automaton finds dead (the engine answers it as it always does)."""
-        if self.guided.kind != "regex" or not self.state_masks_kept:
+    def _twin_states(self, contexts: Sequence[Sequence[Any]]) -> list | None:
+        """The twin's state after each context, where the engine's masks are kept per
+        state (see `batch_allowed`); None otherwise: the engine's language not the
+        constraint's, no masks kept, the twin not built (it is never built for this)
+        or without per-state rows, or a context the twin finds dead (the engine
+        answers it as it always does)."""
+        if not self.exact or not self.state_masks_kept:
             return None
         twin = self.__dict__.get("_twin")
-        if not isinstance(twin, CoercedDFA) or not twin.boolean_rows:
+        if not isinstance(twin, StateRowCoerced) or not twin.boolean_rows:
             return None
         states = [twin._state(c) for c in contexts]
         return None if any(q is None for q in states) else states
@@ -514,7 +521,7 @@ class GuidedCoerced(Coerced):
         return self.guided.matcher(context)
 
     def spawn(self) -> "GuidedCoerced":
-        return GuidedCoerced(self.potential.spawn(), self.f, self.guided.spawn())
+        return GuidedCoerced(self.potential.spawn(), self.f, self.guided.spawn(), self.exact)
 
     def cleanup(self) -> Cleaned:
         return cleaned(self.guided.cleanup())

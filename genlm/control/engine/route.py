@@ -68,7 +68,7 @@ def decide(
             built = GuidedConstraint(other, decision.kind, decision.source)
     except ValueError as e:
         return EngineDecision(Exactness.UNWRITABLE, decision.kind, None, str(e)), None
-    return decision, GuidedCoerced(potential, f, built)
+    return decision, GuidedCoerced(potential, f, built, exact=decision.exactness is Exactness.EXACT)
 
 
 def explain_coercion(
