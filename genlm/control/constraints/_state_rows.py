@@ -47,6 +47,12 @@ class StateRowCoerced(Coerced):
     def _state(self, context) -> Hashable | None:
         raise NotImplementedError
 
+    def row_state(self, context) -> Hashable | None:
+        """The state whose kept row is `context`'s (None: weight zero). It is all the
+        recognizer carries forward: contexts with one state have one row and one set
+        of continuations (the compiled engine keys its masks by it)."""
+        return self._state(context)
+
     def _walk(self, state: Any) -> np.ndarray:
         raise NotImplementedError
 

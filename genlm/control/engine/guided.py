@@ -18,7 +18,6 @@ from genlm.control._cleanup import Cleaned, cleaned
 from genlm.control._device import is_tensor
 from genlm.control._lru import LRU
 from genlm.control._state_cache import PrefixStateCache
-from genlm.control.constraints._state_rows import StateRowCoerced
 from genlm.control.constraints.recognizer import CachedRecognizer
 from genlm.control.constraints.regex.syntax import parse_regex
 from genlm.control.engine._guided_engine import (
@@ -416,9 +415,10 @@ class GuidedCoerced(Coerced):
         if not self.exact or not self.state_masks_kept:
             return None
         twin = self.__dict__.get("_twin")
-        if not isinstance(twin, StateRowCoerced) or not twin.boolean_rows:
+        row_state = getattr(twin, "row_state", None)  # a coercion with per-state rows
+        if row_state is None or not twin.boolean_rows:
             return None
-        states = [twin._state(c) for c in contexts]
+        states = [row_state(c) for c in contexts]
         return None if any(q is None for q in states) else states
 
     # Tokens left to a complete document (`fast_paths.TokensToFinish`) -------------
