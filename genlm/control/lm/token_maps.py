@@ -272,9 +272,8 @@ def next_token_rows(logprobs: torch.Tensor, maps: TokenMaps, on_device: bool = F
             out[:, -1] = eos_of(lp, maps).numpy()[rows]
         return out
     n = len(logprobs) if order is None else len(order)
-    device = logprobs.device if on_device else "cpu"
     if on_device and logprobs.device.type != "cpu":
-        block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=_full(logprobs.dtype), device=device)
+        block = torch.empty(n, len(maps.vocab_idxs) + 1, dtype=_full(logprobs.dtype), device=logprobs.device)
     else:  # a kept host block (see `_host_blocks`)
         block = HOST_BLOCKS.empty(n, len(maps.vocab_idxs) + 1, _full(logprobs.dtype))
     if order is None:
