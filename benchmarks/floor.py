@@ -33,23 +33,30 @@ def _draw(probs: torch.Tensor, gen: torch.Generator, how: str, cdf: torch.Tensor
     return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
 
 
+def clocked(fn, add):
+    """`fn`, with the seconds of each call passed to `add` (its signature kept)."""
+
+    @functools.wraps(fn)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            add(time.perf_counter() - start)
+
+    return timed
+
+
 class ForwardClock:
     """Seconds spent inside `model.forward` (wrapped on the instance, its signature
     kept, so `lm_floor` still finds the model's cache argument)."""
 
     def __init__(self, model):
         self.seconds = 0.0
-        inner = model.forward
+        model.forward = clocked(model.forward, self._add)
 
-        @functools.wraps(inner)
-        def forward(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t0
-
-        model.forward = forward
+    def _add(self, seconds: float) -> None:
+        self.seconds += seconds
 
 
 @torch.no_grad()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import gc
 import inspect
 import os
@@ -48,7 +47,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 import torch  # noqa: E402
 from _steps import counted_steps  # noqa: E402
-from floor import ForwardClock, lm_floor  # noqa: E402
+from floor import ForwardClock, clocked, lm_floor  # noqa: E402
 
 #: (label, module, attribute) of each clocked function; a class is named as "Class.method"
 CLOCKED = (
@@ -90,15 +89,10 @@ class Clocks:
     def _clocked(self, label: str, fn):
         seconds = self.seconds
 
-        @functools.wraps(fn)
-        def clocked(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                seconds[label] = seconds.get(label, 0.0) + time.perf_counter() - start
+        def add(elapsed: float) -> None:
+            seconds[label] = seconds.get(label, 0.0) + elapsed
 
-        return clocked
+        return clocked(fn, add)
 
 
 def embedded(names: list[str]) -> tuple:
