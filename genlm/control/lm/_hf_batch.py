@@ -98,11 +98,14 @@ class Group(NamedTuple):
 def extension_groups(keys: Sequence[tuple]) -> list[list[tuple]]:
     """Partition distinct `keys` into groups whose members are prefixes of the group's
     first (longest) key. In sorted order a key that prefixes any key prefixes its
-    successor, so one reverse scan suffices."""
+    successor, so one reverse scan suffices. Keys that all begin with one `head` (the
+    prompt their maker recorded, the same object) are sorted and compared past it."""
+    head = getattr(keys[0], "head", None) if keys else None
+    h = len(head) if head is not None and all(getattr(k, "head", None) is head for k in keys) else 0
     groups: list[list[tuple]] = []
     prev: tuple | None = None
-    for k in sorted(keys, reverse=True):
-        if prev is not None and len(prev) > len(k) and prev[: len(k)] == k:
+    for k in sorted(keys, key=lambda k: k[h:], reverse=True) if h else sorted(keys, reverse=True):
+        if prev is not None and len(prev) > len(k) and prev[h : len(k)] == k[h:]:
             groups[-1].append(k)
         else:
             groups.append([k])

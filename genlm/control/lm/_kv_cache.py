@@ -30,9 +30,19 @@ class Ids(tuple):
     Attributes:
         below: where set, every id has been checked to lie in `[0, below)` by the
             key's maker (a backend then need not read the key again to check them).
+        parent: where set, the key of the same ids less the last one, as its maker
+            holds it (`ContextKeys`): the key a backend looks up to continue this one
+            (its cached states, its live request), found without slicing, hashing
+            and comparing the whole sequence again. A hint only: it is cleared when
+            a child is made from the parent, so a chain of keys never stays alive.
+        head: where set, a tuple this key begins with (its maker's prompt, one object
+            for all its keys): keys with the same head object are ordered by what
+            follows it (`extension_groups`).
     """
 
     below: int | None = None
+    parent: "Ids | None" = None
+    head: tuple | None = None
 
     def __hash__(self) -> int:
         try:
@@ -43,6 +53,13 @@ class Ids(tuple):
 
     def __reduce__(self):
         return (Ids, (tuple(self),))
+
+
+def parent_key(key: tuple) -> tuple:
+    """`key[:-1]`: the key's `parent` where its maker recorded it (the same object the
+    caches hold: looked up by identity), else a slice."""
+    parent = getattr(key, "parent", None)
+    return key[:-1] if parent is None else parent
 
 
 def id_keys(token_ids_list: Any) -> list[Ids]:
@@ -140,6 +157,12 @@ class PrefixCache:
         """The longest prefix `key[:n]` with `n ≤ limit` whose key/value states are
         cached: `(n, kv, stored key)`, or `(0, None, ())`."""
         entries = self._entries
+        parent = getattr(key, "parent", None)
+        if parent is not None and len(parent) <= limit:  # the usual case: the parent's states
+            entry = entries.peek(parent)
+            if entry is not None and entry.kv is not None:
+                entries.touch(entry.key)
+                return len(parent), entry.kv, entry.key
         for n in range(min(limit, len(key)), 0, -1):
             entry = entries.peek(key[:n])
             if entry is not None and entry.kv is not None:
@@ -199,4 +222,4 @@ class PrefixCache:
         self._release(entry.row_block)
 
 
-__all__ = ["KV", "Block", "Entry", "Ids", "PrefixCache", "id_keys", "tensor_bytes"]
+__all__ = ["KV", "Block", "Entry", "Ids", "PrefixCache", "id_keys", "parent_key", "tensor_bytes"]

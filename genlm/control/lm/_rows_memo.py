@@ -9,6 +9,13 @@ backend caches rows per key, but each call still stacks them into a fresh block;
 reads its rows there (`next_token_rows` with the rows' positions) and the block is
 not copied again. The values are the same numbers: a key's row is a function of the
 key, the temperature and the adapter, which are part of the memo's key.
+
+`ContextKeys` makes those calls' keys: the prompt's ids followed by a context's. A
+context asked for twice in a row (the end twist, then the draw) gets the same key
+object, and one that extends a context of the latest calls by one token is made from
+that context's key and names it as its `parent`, so the lookups that follow (the rows
+memo, the backend's cache of states, vLLM's live requests) compare and hash by
+identity instead of reading the whole prompt again for every particle at every step.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
+
+from genlm.control.lm._kv_cache import Ids
 
 
 class LastRows:
@@ -47,6 +56,58 @@ class LastRows:
         self._setting, self._index, self._block = None, {}, None
 
 
+class ContextKeys:
+    """The `Ids` keys `start + ids` of one model view's contexts, kept for the next call.
+
+    The keys of the latest two calls are kept by their contexts' ids (short: the
+    prompt is the same for all). A key asked for again is the kept object; a key one
+    id longer than a kept one is made from it and records it as its `parent` (whose
+    own `parent` is then cleared, so no chain of keys outlives the calls). A new
+    `start` (the prompt changed) forgets them all. Every key records `start` (the
+    first object of its value) as its `head`.
+    """
+
+    holds_no_models = True  # only ids: a run's walk for held models skips it (`_held`)
+
+    def __init__(self) -> None:
+        self._start: tuple | None = None
+        self._top: int | None = None  # the largest id of `start` (None: one is negative)
+        self._now: dict[tuple, Ids] = {}
+        self._before: dict[tuple, Ids] = {}
+
+    def keys(self, start: tuple, tails: Sequence[tuple], bound: int) -> list[Ids]:
+        """The key of each `start + tail`, with `below = bound` when every id of `start`
+        lies in `[0, bound)` (the tails' ids are the caller's to check)."""
+        if start != self._start:
+            self._start, self._now, self._before = start, {}, {}
+            self._top = max(start) if start and min(start) >= 0 else None
+        below = bound if self._top is not None and self._top < bound else None
+        now, before, made = self._now, self._before, {}
+        out = []
+        for tail in tails:
+            key = made.get(tail)
+            if key is None:
+                key = _either(now, before, tail)
+                if key is None:
+                    parent = _either(now, before, tail[:-1]) if tail else None
+                    if parent is None:
+                        key = Ids(start + tail)
+                    else:
+                        key = Ids(parent + tail[-1:])
+                        key.parent, parent.parent = parent, None
+                    key.head = self._start
+                key.below = below
+                made[tail] = key
+            out.append(key)
+        self._before, self._now = now, made
+        return out
+
+
+def _either(now: dict, before: dict, tail: tuple) -> Ids | None:
+    key = now.get(tail)
+    return before.get(tail) if key is None else key
+
+
 def compose(positions: np.ndarray | None, inverse: np.ndarray | None) -> np.ndarray | None:
     """The block row of each context: `positions[inverse]`, either side None meaning
     the identity."""
@@ -55,4 +116,4 @@ def compose(positions: np.ndarray | None, inverse: np.ndarray | None) -> np.ndar
     return positions if inverse is None else positions[inverse]
 
 
-__all__ = ["LastRows", "compose"]
+__all__ = ["ContextKeys", "LastRows", "compose"]

@@ -44,6 +44,7 @@ from typing import Any, Callable
 
 import torch
 
+from genlm.control.lm._kv_cache import parent_key
 from genlm.control.lm._vllm_capture import Capture
 
 Key = tuple  # (ids tuple, lora name or None)
@@ -151,7 +152,7 @@ class Driver:
                 row = kept.get(item)
                 if row is None:
                     rid = (
-                        self.live.get((item[0][:-1], item[1]))
+                        self.live.get((parent_key(item[0]), item[1]))
                         if held and len(item[0]) > 1
                         else None
                     )

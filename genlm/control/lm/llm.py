@@ -15,7 +15,6 @@ from genlm.control._device import to_host
 from genlm.control._held import HeldByRuns
 from genlm.control._warn import warn_user
 from genlm.control.lm._errors import PromptTooLongError
-from genlm.control.lm._kv_cache import Ids
 from genlm.control.lm._llm_loading import (
     _check_lora,
     _default_eos,
@@ -23,7 +22,7 @@ from genlm.control.lm._llm_loading import (
     _start_id,
     load_model,
 )
-from genlm.control.lm._rows_memo import LastRows, compose
+from genlm.control.lm._rows_memo import ContextKeys, LastRows, compose
 from genlm.control.lm._text_encoding import continuation_encoder
 from genlm.control.lm._threads import intra_op_threads
 from genlm.control.lm.chat import chat_prompt_ids
@@ -111,6 +110,7 @@ class PromptedLLM(Potential, HeldByRuns):
         eos_byte_strings = _eos_alias(eos_byte_strings, eos_tokens)
         self.model = llm
         self._last_rows = LastRows()  # the latest block of rows, for the next call
+        self._context_keys = ContextKeys()  # the latest calls' keys, for the next call
         self.temperature = temperature
         self.lora_name = _check_lora(llm, lora_name)
         if token_maps is None:
@@ -356,15 +356,13 @@ class PromptedLLM(Potential, HeldByRuns):
         are row `order[i]` of `block` (row `i` when `order` is None). One backend batch
         of the distinct contexts, or none when the latest block holds them all
         (`LastRows`)."""
-        maps, start = self.token_maps, self._start
-        # `Ids`: ints, hashed once however often the memo and the backend look them up;
-        # marked as checked against the vocabulary (`context_ids` checks the contexts'
-        # ids, the prompt is checked here once per call rather than per key)
-        keys = [Ids(start + tuple(maps.context_ids(c))) for c in contexts]
-        bound = len(maps.decode)
-        if min(start) >= 0 and max(start) < bound:
-            for k in keys:
-                k.below = bound
+        maps = self.token_maps
+        # `Ids`: ints, hashed once however often the memo and the backend look them up,
+        # the same objects for a context asked for again, made from the previous key
+        # for one a token longer (`ContextKeys`); marked as checked against the
+        # vocabulary (`context_ids` checks the contexts' ids, the prompt is checked once)
+        tails = [tuple(maps.context_ids(c)) for c in contexts]
+        keys = self._context_keys.keys(self._start, tails, len(maps.decode))
         uniq, inverse = _unique(keys)
         # a closed backend answers nothing, kept rows included (its error names it)
         setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)

@@ -1,0 +1,155 @@
+"""`ContextKeys`: a model view's query keys are the plain ids (equal and hashing as
+`start + ids`), repeated contexts get the same key object, and a context one token
+longer names its predecessor's key as `parent`. The backends' lookups through that
+hint (`PrefixCache.longest_kv`, `extension_groups`) answer what the slicing lookups
+answer; in an SMC run every continued context finds its parent's states by it."""
+
+import numpy as np
+import pytest
+import torch
+
+from genlm.control import PromptedLLM, direct_token_sampler
+from genlm.control.embedded import EMBEDDED_MODEL
+from genlm.control.lm._hf_batch import extension_groups
+from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache, parent_key
+from genlm.control.lm._rows_memo import ContextKeys
+
+START = (7, 8, 9)
+
+
+def test_keys_are_the_ids_and_repeats_are_the_same_objects():
+    memo = ContextKeys()
+    tails = [(1,), (2, 3), (1,), ()]
+    keys = memo.keys(START, tails, bound=100)
+    assert [tuple(k) for k in keys] == [START + t for t in tails]
+    assert all(type(k) is Ids and hash(k) == hash(START + t) for k, t in zip(keys, tails))
+    assert keys[0] is keys[2]
+    assert all(k.below == 100 and k.head is not None and tuple(k.head) == START for k in keys)
+    again = memo.keys(START, [(2, 3), (1,)], bound=100)
+    assert again[0] is keys[1] and again[1] is keys[0]
+
+
+def test_a_context_one_token_longer_names_its_parent_and_chains_do_not_grow():
+    memo = ContextKeys()
+    (a,) = memo.keys(START, [(1,)], bound=100)
+    b, c = memo.keys(START, [(1, 2), (1, 3)], bound=100)
+    assert b.parent is a and c.parent is a
+    assert parent_key(b) is a and parent_key(b) == START + (1,)
+    (d,) = memo.keys(START, [(1, 2, 4)], bound=100)
+    assert d.parent is b and b.parent is None  # b's own parent let go when d was made
+    assert tuple(d) == START + (1, 2, 4)
+    # without a recorded parent, `parent_key` slices
+    assert parent_key((1, 2, 3)) == (1, 2)
+    assert parent_key(a) == START
+
+
+def test_only_the_latest_two_calls_are_kept():
+    memo = ContextKeys()
+    (a,) = memo.keys(START, [(1,)], bound=100)
+    memo.keys(START, [(5,)], bound=100)
+    memo.keys(START, [(6,)], bound=100)
+    (again,) = memo.keys(START, [(1,)], bound=100)
+    assert again == a and again is not a
+    (x,) = memo.keys(START, [(1, 2)], bound=100)
+    assert x.parent is again
+
+
+def test_a_new_prompt_or_ids_out_of_range_are_not_taken_for_checked():
+    memo = ContextKeys()
+    (a,) = memo.keys(START, [(1,)], bound=100)
+    (b,) = memo.keys((7, 8), [(9, 1)], bound=100)  # the same ids, another prompt
+    assert tuple(b) == tuple(a) and b is not a and b.head == (7, 8)
+    (c,) = memo.keys((7, 8), [(9, 1, 2)], bound=100)
+    assert c.parent is b
+    (d,) = memo.keys((7, 8), [(9, 1)], bound=8)  # the prompt's 8 is not below 8
+    assert d is b and d.below is None
+    (e,) = memo.keys((-1, 3), [(1,)], bound=100)
+    assert e.below is None
+
+
+def _cache_with(keys):
+    cache = PrefixCache(1 << 30)
+    layers = ((torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1)),)
+    for k in keys:
+        cache.put(k, KV(layers, 0), Block(8), None, None)
+    return cache
+
+
+def test_longest_kv_through_the_parent_equals_the_slicing_lookup():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        stored = [tuple(rng.integers(0, 3, size=int(rng.integers(1, 6))).tolist()) for _ in range(4)]
+        cache = _cache_with(stored)
+        key = tuple(rng.integers(0, 3, size=int(rng.integers(2, 7))).tolist())
+        limit = int(rng.integers(1, len(key) + 1))
+        hinted = Ids(key)
+        hinted.parent = Ids(key[:-1])
+        n, kv, found = cache.longest_kv(hinted, limit)
+        assert (n, found) == cache.longest_kv(key, limit)[::2]
+        assert (kv is None) == (n == 0)
+
+
+def test_extension_groups_past_a_shared_head_equal_the_full_sort():
+    rng = np.random.default_rng(1)
+    head = tuple(range(50))
+    for _ in range(100):
+        tails = {tuple(rng.integers(0, 3, size=int(rng.integers(0, 5))).tolist()) for _ in range(12)}
+        plain = [head + t for t in tails]
+        tagged = []
+        for k in plain:
+            k = Ids(k)
+            k.head = head
+            tagged.append(k)
+        assert extension_groups(tagged) == extension_groups(plain)
+        tagged[0].head = tuple(head)  # an equal head, another object: the full sort
+        assert extension_groups(tagged) == extension_groups(plain)
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return PromptedLLM.from_name(EMBEDDED_MODEL, backend="hf")
+
+
+async def test_an_smc_run_continues_every_particle_from_its_parents_key(llm):
+    """Each backend lookup for a continued context finds the parent's stored states by
+    the parent's own key object, and the run's sequences equal those of a run whose
+    keys carry no hints (the lookups slice)."""
+    llm = llm.spawn()
+    llm.set_prompt_from_str(("The function " * 40).strip())
+    cache = llm.model.prefix_cache(None)
+    found, hinted = [], []
+    longest = type(cache).longest_kv
+
+    def spy(self, key, limit):
+        out = longest(self, key, limit)
+        if getattr(key, "parent", None) is not None:
+            hinted.append(key)
+            found.append(out[2] is key.parent)
+        return out
+
+    sampler = direct_token_sampler(llm)
+    type(cache).longest_kv = spy
+    try:
+        llm.model.clear_cache()
+        with_hints = await sampler.smc(n_particles=6, ess_threshold=0.5, max_tokens=12, seed=3)
+    finally:
+        type(cache).longest_kv = longest
+    assert len(hinted) >= 6 * 8 and all(found)
+
+    plain_parent = Ids.parent
+    llm.model.clear_cache()
+    memo_keys = type(llm._context_keys).keys
+
+    def unhinted(self, start, tails, bound):
+        keys = memo_keys(self, start, tails, bound)
+        for k in keys:
+            k.parent = plain_parent
+        return keys
+
+    type(llm._context_keys).keys = unhinted
+    try:
+        without = await sampler.smc(n_particles=6, ess_threshold=0.5, max_tokens=12, seed=3)
+    finally:
+        type(llm._context_keys).keys = memo_keys
+    assert with_hints.contexts == without.contexts
+    np.testing.assert_allclose(with_hints.log_weights, without.log_weights, rtol=0, atol=1e-9)
