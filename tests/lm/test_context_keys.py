@@ -43,15 +43,25 @@ def test_a_context_one_token_longer_names_its_parent_and_chains_do_not_grow():
     assert parent_key(a) == START
 
 
-def test_only_the_latest_two_calls_are_kept():
+def test_two_generations_of_keys_are_kept_within_their_ids_budget():
     memo = ContextKeys()
+    memo.KEPT_IDS = 8  # two keys of 4 ids fill a generation
     (a,) = memo.keys(START, [(1,)], bound=100)
-    memo.keys(START, [(5,)], bound=100)
-    memo.keys(START, [(6,)], bound=100)
+    memo.keys(START, [(5,)], bound=100)  # the generation of `a` is full: now the previous
     (again,) = memo.keys(START, [(1,)], bound=100)
-    assert again == a and again is not a
-    (x,) = memo.keys(START, [(1, 2)], bound=100)
-    assert x.parent is again
+    assert again is a  # found in the previous generation, and kept in the current one
+    memo.keys(START, [(6,), (7,)], bound=100)
+    memo.keys(START, [(2,), (3,)], bound=100)  # two generations later: forgotten
+    (fresh,) = memo.keys(START, [(1,)], bound=100)
+    assert fresh == a and fresh is not a
+    for i in range(100):
+        memo.keys(START, [(i % 50, i)], bound=100)
+    assert sum(map(len, memo._now.values())) < 8 + 5 and sum(map(len, memo._before.values())) < 8 + 5
+    # runs that share a view each find their latest keys: four runs' keys, one call each
+    memo = ContextKeys()
+    firsts = [memo.keys(START, [(r, t) for t in range(16)], bound=100) for r in range(4)]
+    seconds = [memo.keys(START, [(r, t, 9) for t in range(16)], bound=100) for r in range(4)]
+    assert all(k.parent is p for ks, ps in zip(seconds, firsts) for k, p in zip(ks, ps))
 
 
 def test_a_new_prompt_or_ids_out_of_range_are_not_taken_for_checked():
@@ -153,3 +163,52 @@ async def test_an_smc_run_continues_every_particle_from_its_parents_key(llm):
         type(llm._context_keys).keys = memo_keys
     assert with_hints.contexts == without.contexts
     np.testing.assert_allclose(with_hints.log_weights, without.log_weights, rtol=0, atol=1e-9)
+
+
+async def _grow(llm, rng, contexts, steps):
+    """Extend each context by one random vocabulary token per step (resampling
+    between steps), scoring them all with `batch_score` at each step; yields each
+    step's contexts and scores."""
+    for _ in range(steps):
+        contexts = [contexts[i] for i in rng.integers(0, len(contexts), size=len(contexts))]
+        contexts = [c + [llm.vocab[int(rng.integers(0, len(llm.vocab)))]] for c in contexts]
+        yield contexts, await llm.batch_score(contexts)
+
+
+async def test_a_critics_scores_step_by_step_equal_a_fresh_views_to_the_bit(llm):
+    """Scores kept from the latest calls and extended by one term are the very numbers
+    a view with nothing kept computes from every prefix's row (`prefix`, `complete`,
+    `score`); each step asks the backend for one row per distinct parent."""
+    critic = llm.spawn()
+    critic.set_prompt_from_str("A story about")
+    rng = np.random.default_rng(4)
+    asked = []
+    logprobs = critic._logprobs
+
+    async def counted(keys):
+        asked.append(len(keys))
+        return await logprobs(keys)
+
+    critic._logprobs = counted
+    contexts = [[] for _ in range(5)]
+    async for contexts, scores in _grow(critic, rng, contexts, 12):
+        fresh = llm.spawn()
+        fresh.set_prompt_from_str("A story about")
+        np.testing.assert_array_equal(scores, await fresh.batch_score(contexts))
+        np.testing.assert_array_equal(await critic.batch_prefix(contexts), await fresh.batch_prefix(contexts))
+        np.testing.assert_array_equal(await critic.batch_complete(contexts), await fresh.batch_complete(contexts))
+        ended = [c + [critic.eos] for c in contexts]
+        np.testing.assert_array_equal(await critic.batch_score(ended), await fresh.batch_score(ended))
+    # per step: rows of at most 5 parents (batch_score), none for repeated prefixes, and
+    # at most 5 for the EOS terms (batch_complete, the ended contexts)
+    assert len(asked) > 12 and max(asked[4:]) <= 5
+
+
+async def test_kept_scores_follow_the_temperature(llm):
+    critic = llm.spawn()
+    contexts = [[critic.vocab[3]], [critic.vocab[3], critic.vocab[9]]]
+    at_one = await critic.batch_prefix(contexts)
+    critic.temperature = 0.5
+    fresh = llm.spawn(temperature=0.5)
+    np.testing.assert_array_equal(await critic.batch_prefix(contexts), await fresh.batch_prefix(contexts))
+    assert not np.array_equal(at_one, await critic.batch_prefix(contexts))

@@ -38,11 +38,14 @@ class Ids(tuple):
         head: where set, a tuple this key begins with (its maker's prompt, one object
             for all its keys): keys with the same head object are ordered by what
             follows it (`extension_groups`).
+        logp: where set, the log probability of the ids after `head` under the
+            `PromptedLLM` view that scored them (its keys only, see `_batch_logp`).
     """
 
     below: int | None = None
     parent: "Ids | None" = None
     head: tuple | None = None
+    logp: float | None = None
 
     def __hash__(self) -> int:
         try:

@@ -57,37 +57,43 @@ class LastRows:
 
 
 class ContextKeys:
-    """The `Ids` keys `start + ids` of one model view's contexts, kept for the next call.
+    """The `Ids` keys `start + ids` of one model view's contexts, kept for later calls.
 
-    The keys of the latest two calls are kept by their contexts' ids (short: the
-    prompt is the same for all). A key asked for again is the kept object; a key one
-    id longer than a kept one is made from it and records it as its `parent` (whose
-    own `parent` is then cleared, so no chain of keys outlives the calls). A new
-    `start` (the prompt changed) forgets them all. Every key records `start` (the
-    first object of its value) as its `head`.
+    Keys are kept by their contexts' ids (short: the prompt is the same for all) in two
+    generations: the current one takes every key asked for, and becomes the previous
+    one once its keys hold `KEPT_IDS` ids in all (so each generation's memory is
+    bounded, and runs that share the view all find their latest keys). A key asked for
+    again is the kept object; a key one id longer than a kept one is made from it and
+    records it as its `parent` (whose own `parent` is then cleared, so no chain of
+    keys outlives the generations). A new `start` (the prompt changed) forgets them
+    all. Every key records `start` (the first object of its value) as its `head`.
     """
 
     holds_no_models = True  # only ids: a run's walk for held models skips it (`_held`)
+
+    #: ids (summed over keys) that make a generation full: 8 MB of references
+    KEPT_IDS = 1 << 20
 
     def __init__(self) -> None:
         self._start: tuple | None = None
         self._top: int | None = None  # the largest id of `start` (None: one is negative)
         self._now: dict[tuple, Ids] = {}
         self._before: dict[tuple, Ids] = {}
+        self._ids = 0  # the ids of the keys in `_now`
 
     def keys(self, start: tuple, tails: Sequence[tuple], bound: int) -> list[Ids]:
         """The key of each `start + tail`, with `below = bound` when every id of `start`
         lies in `[0, bound)` (the tails' ids are the caller's to check)."""
         if start != self._start:
-            self._start, self._now, self._before = start, {}, {}
+            self._start, self._now, self._before, self._ids = start, {}, {}, 0
             self._top = max(start) if start and min(start) >= 0 else None
         below = bound if self._top is not None and self._top < bound else None
-        now, before, made = self._now, self._before, {}
+        now, before = self._now, self._before
         out = []
         for tail in tails:
-            key = made.get(tail)
+            key = now.get(tail)
             if key is None:
-                key = _either(now, before, tail)
+                key = before.get(tail)
                 if key is None:
                     parent = _either(now, before, tail[:-1]) if tail else None
                     if parent is None:
@@ -96,10 +102,12 @@ class ContextKeys:
                         key = Ids(parent + tail[-1:])
                         key.parent, parent.parent = parent, None
                     key.head = self._start
-                key.below = below
-                made[tail] = key
+                now[tail] = key
+                self._ids += len(key)
+            key.below = below
             out.append(key)
-        self._before, self._now = now, made
+        if self._ids >= self.KEPT_IDS:
+            self._before, self._now, self._ids = now, {}, 0
         return out
 
 

@@ -111,6 +111,8 @@ class PromptedLLM(Potential, HeldByRuns):
         self.model = llm
         self._last_rows = LastRows()  # the latest block of rows, for the next call
         self._context_keys = ContextKeys()  # the latest calls' keys, for the next call
+        self._scored_setting: tuple | None = None  # the setting `_scored_keys` hold sums under
+        self._scored_keys = ContextKeys()  # the keys scored by `_batch_logp`, with their sums
         self.temperature = temperature
         self.lora_name = _check_lora(llm, lora_name)
         if token_maps is None:
@@ -396,27 +398,59 @@ class PromptedLLM(Potential, HeldByRuns):
     async def _batch_logp(self, contexts: Sequence[list], finished: Sequence[bool]) -> np.ndarray:
         """`prefix` of each context, plus its EOS term where `finished`; one backend batch.
 
-        Every prefix `prompt + ctx[:i]` of every context is queried once; the log
-        probability of each next id is picked from its row and summed per context.
+        `prefix(ctx)` is the sum, left to right, of `log p(ctx[i] | prompt + ctx[:i])`.
+        A context one token longer than one this view scored in its latest calls (an
+        SMC critic's particles, step after step) adds one term to the kept sum, from
+        its parent's row; any other context picks every term from the rows of all its
+        prefixes. Either way the same float64 additions run in the same order, so the
+        sums are the same numbers; a critic's cost per step no longer grows with the
+        length of the contexts. The sums are kept on the keys (`Ids.logp`) of a
+        `ContextKeys` of this view's own, made again when the model, its temperature
+        or its adapter changes.
         """
-        start, rows = self._start, {}
-        picks: list[tuple[int, int, int]] = []  # (context, row, next id or -1 for EOS)
-        for k, (ctx, done) in enumerate(zip(contexts, finished)):
-            full = start + tuple(self.token_maps.context_ids(ctx))
-            for n in range(len(start), len(full) + bool(done)):
-                r = rows.setdefault(full[:n], len(rows))
-                picks.append((k, r, full[n] if n < len(full) else -1))
-        total = np.zeros(len(contexts), dtype=np.float64)
-        if not picks:
-            return total
-        lp = await self._logprobs(list(rows))
-        eos = torch.logsumexp(lp[:, list(self.token_maps.eos_idxs)], dim=-1, keepdim=True)
-        lp = torch.cat([lp, eos], dim=1)  # column -1 is EOS
-        owner = np.array([k for k, _, _ in picks])
-        _, r, col = torch.tensor(picks, dtype=torch.long, device=lp.device).T
-        picked = to_host(lp[r, col])
-        total += np.bincount(owner, picked, minlength=len(contexts))
-        return total
+        maps = self.token_maps
+        tails = [tuple(maps.context_ids(c)) for c in contexts]
+        setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
+        if setting != self._scored_setting:
+            self._scored_setting, self._scored_keys = setting, ContextKeys()
+        keys = self._scored_keys.keys(self._start, tails, len(maps.decode))
+        head = len(self._start)
+        rows: dict = {}  # the rows to ask for, by key
+        picks: list[tuple[int, int, int]] = []  # (context, row, next id): the terms to add
+        ends: list[tuple[int, int]] = []  # (context, row): the EOS terms, added after the sums
+        base = np.zeros(len(contexts), dtype=np.float64)
+        for k, (key, done) in enumerate(zip(keys, finished)):
+            if key.logp is not None:  # scored already: no term to add
+                base[k] = key.logp
+            else:
+                parent = key.parent
+                if parent is not None and parent.logp is not None:
+                    base[k] = parent.logp
+                    picks.append((k, rows.setdefault(parent, len(rows)), key[-1]))
+                else:
+                    for n in range(head, len(key)):
+                        picks.append((k, rows.setdefault(key[:n], len(rows)), key[n]))
+            if done:
+                ends.append((k, rows.setdefault(key, len(rows))))
+        sums = base
+        if rows:
+            lp = await self._logprobs(list(rows))
+            if picks:
+                owner, r, col = np.array(picks, dtype=np.intp).T
+                picked = to_host(lp[torch.as_tensor(r, device=lp.device), torch.as_tensor(col, device=lp.device)])
+                sums = base + np.bincount(owner, picked, minlength=len(contexts))
+            if ends:
+                owner, r = np.array(ends, dtype=np.intp).T
+                eos = torch.logsumexp(lp[:, list(maps.eos_idxs)], dim=-1)
+                eos = to_host(eos[torch.as_tensor(r, device=lp.device)])
+                for key, value in zip(keys, sums.tolist()):
+                    key.logp = value
+                total = sums.copy()
+                total[owner] += eos.astype(np.float64)
+                return total
+        for key, value in zip(keys, sums.tolist()):
+            key.logp = value
+        return sums
 
     async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
         """`prefix(ctx) = Σ_i log p(ctx[i] | prompt + ctx[:i])` of each context."""
