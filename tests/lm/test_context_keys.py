@@ -212,3 +212,15 @@ async def test_kept_scores_follow_the_temperature(llm):
     fresh = llm.spawn(temperature=0.5)
     np.testing.assert_array_equal(await critic.batch_prefix(contexts), await fresh.batch_prefix(contexts))
     assert not np.array_equal(at_one, await critic.batch_prefix(contexts))
+
+
+async def test_a_copy_of_the_view_starts_without_the_kept_keys_and_scores(llm):
+    view = llm.spawn()
+    contexts = [[view.vocab[3], view.vocab[9]]]
+    await view.batch_score(contexts)
+    await view.batch_logw_next(contexts)
+    state = view.__getstate__()
+    assert state["_scored_keys"] is not view._scored_keys and not state["_scored_keys"]._now
+    assert state["_context_keys"] is not view._context_keys and not state["_context_keys"]._now
+    assert state["_scored_setting"] is None and state["_last_rows"]._block is None
+    assert view._scored_keys._now and view._context_keys._now  # the view's own are kept

@@ -478,6 +478,14 @@ class PromptedLLM(Potential, HeldByRuns):
 
     # Copies -----------------------------------------------------------------
 
+    def __getstate__(self) -> dict:
+        # The kept rows, keys and scores are caches: a copy starts without them rather
+        # than carry a block of rows and two generations of keys along.
+        state = super().__getstate__()
+        state["_last_rows"], state["_context_keys"] = LastRows(), ContextKeys()
+        state["_scored_setting"], state["_scored_keys"] = None, ContextKeys()
+        return state
+
     def spawn(
         self,
         prompt_ids: Sequence[int] | None = None,
