@@ -190,8 +190,7 @@ async def test_a_critics_scores_step_by_step_equal_a_fresh_views_to_the_bit(llm)
         return await logprobs(keys)
 
     critic._logprobs = counted
-    contexts = [[] for _ in range(5)]
-    async for contexts, scores in _grow(critic, rng, contexts, 12):
+    async for contexts, scores in _grow(critic, rng, [[] for _ in range(5)], 12):
         fresh = llm.spawn()
         fresh.set_prompt_from_str("A story about")
         np.testing.assert_array_equal(scores, await fresh.batch_score(contexts))
