@@ -7,6 +7,7 @@ answer; in an SMC run every continued context finds its parent's states by it.""
 import numpy as np
 import pytest
 import torch
+from toys.core import counting_calls
 
 from genlm.control import PromptedLLM, direct_token_sampler
 from genlm.control.embedded import EMBEDDED_MODEL
@@ -182,14 +183,7 @@ async def test_a_critics_scores_step_by_step_equal_a_fresh_views_to_the_bit(llm)
     critic = llm.spawn()
     critic.set_prompt_from_str("A story about")
     rng = np.random.default_rng(4)
-    asked = []
-    logprobs = critic._logprobs
-
-    async def counted(keys):
-        asked.append(len(keys))
-        return await logprobs(keys)
-
-    critic._logprobs = counted
+    critic._logprobs, asked = counting_calls(critic._logprobs)
     async for contexts, scores in _grow(critic, rng, [[] for _ in range(5)], 12):
         fresh = llm.spawn()
         fresh.set_prompt_from_str("A story about")
