@@ -13,7 +13,7 @@ from genlm.control import PromptedLLM, direct_token_sampler
 from genlm.control.embedded import EMBEDDED_MODEL
 from genlm.control.lm._hf_batch import extension_groups
 from genlm.control.lm._kv_cache import KV, Block, Ids, PrefixCache, parent_key
-from genlm.control.lm._rows_memo import ContextKeys
+from genlm.control.lm._rows_memo import ContextKeys, ContextTails
 
 START = (7, 8, 9)
 
@@ -217,3 +217,61 @@ async def test_a_copy_of_the_view_starts_without_the_kept_keys_and_scores(llm):
     assert state["_context_keys"] is not view._context_keys and not state["_context_keys"]._now
     assert state["_scored_setting"] is None and state["_last_rows"]._block is None
     assert view._scored_keys._now and view._context_keys._now  # the view's own are kept
+
+
+def test_context_tails_are_the_context_ids_and_read_only_the_new_token(llm):
+    """Grown, resampled, repeated, edited and plain-bytes contexts: the memo's ids equal
+    `context_ids`, errors included; a context grown from a kept one reads one token."""
+    maps = llm.token_maps
+    memo = ContextTails()
+    memo.SHORT = 2  # every context of two tokens or more goes through the memo
+    rng = np.random.default_rng(7)
+    vocab = llm.vocab
+    contexts = [[] for _ in range(6)]
+    read = []
+
+    def counted(context):
+        read.append(len(context))
+        return maps.context_ids(context)
+
+    for step in range(40):
+        contexts = [list(contexts[i]) for i in rng.integers(0, len(contexts), size=len(contexts))]
+        for c in contexts:
+            c.append(vocab[int(rng.integers(0, len(vocab)))])
+        if step % 7 == 3:  # a token replaced by another object: read whole again
+            contexts[0][0] = vocab[int(rng.integers(0, len(vocab)))]
+        if step % 9 == 4:  # plain bytes for a token: the first token with those bytes
+            contexts[1][-1] = bytes(contexts[1][-1])
+            contexts[2][0] = bytes(contexts[2][0])
+        read.clear()
+        tails = memo.tails(counted, contexts)
+        assert tails == [tuple(maps.context_ids(c)) for c in contexts]
+        if step > 1 and step % 7 != 3 and step % 9 != 4:
+            assert max(read) == 1  # every context continued a kept one
+    eos = llm.eos
+    with pytest.raises(ValueError) as memo_error:
+        memo.tails(maps.context_ids, [contexts[3] + [eos]])
+    with pytest.raises(ValueError) as plain_error:
+        maps.context_ids(contexts[3] + [eos])
+    assert str(memo_error.value) == str(plain_error.value)
+
+
+def test_context_tails_keep_two_generations_within_their_budget(llm):
+    vocab = llm.vocab
+    memo = ContextTails()
+    memo.KEPT_IDS = 50
+    c = []
+    for i in range(200):
+        c = c + [vocab[i % 97 + 1]]
+        assert memo.tails(llm.token_maps.context_ids, [c]) == [tuple(llm.token_maps.context_ids(c))]
+    kept = sum(len(t) for d in (memo._now, memo._before) for m in d.values() for t in m.values())
+    assert kept <= 2 * (50 + 200)
+
+
+def test_short_contexts_are_read_whole_and_not_kept(llm):
+    memo = ContextTails()
+    contexts = [[llm.vocab[i + 1] for i in range(n)] for n in (0, 1, 5, ContextTails.SHORT - 1)]
+    assert memo.tails(llm.token_maps.context_ids, contexts) == [
+        tuple(llm.token_maps.context_ids(c)) for c in contexts
+    ]
+    assert not memo._now and not memo._before

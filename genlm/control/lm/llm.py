@@ -22,7 +22,7 @@ from genlm.control.lm._llm_loading import (
     _start_id,
     load_model,
 )
-from genlm.control.lm._rows_memo import ContextKeys, LastRows, compose
+from genlm.control.lm._rows_memo import ContextKeys, ContextTails, LastRows, compose
 from genlm.control.lm._text_encoding import continuation_encoder
 from genlm.control.lm._threads import intra_op_threads
 from genlm.control.lm.chat import chat_prompt_ids
@@ -111,6 +111,7 @@ class PromptedLLM(Potential, HeldByRuns):
         self.model = llm
         self._last_rows = LastRows()  # the latest block of rows, for the next call
         self._context_keys = ContextKeys()  # the latest calls' keys, for the next call
+        self._context_tails = ContextTails()  # the latest calls' contexts' ids
         self._scored_setting: tuple | None = None  # the setting `_scored_keys` hold sums under
         self._scored_keys = ContextKeys()  # the keys scored by `_batch_logp`, with their sums
         self.temperature = temperature
@@ -363,7 +364,7 @@ class PromptedLLM(Potential, HeldByRuns):
         # the same objects for a context asked for again, made from the previous key
         # for one a token longer (`ContextKeys`); marked as checked against the
         # vocabulary (`context_ids` checks the contexts' ids, the prompt is checked once)
-        tails = [tuple(maps.context_ids(c)) for c in contexts]
+        tails = self._context_tails.tails(maps.context_ids, contexts)
         keys = self._context_keys.keys(self._start, tails, len(maps.decode))
         uniq, inverse = _unique(keys)
         # a closed backend answers nothing, kept rows included (its error names it)
@@ -409,7 +410,7 @@ class PromptedLLM(Potential, HeldByRuns):
         or its adapter changes.
         """
         maps = self.token_maps
-        tails = [tuple(maps.context_ids(c)) for c in contexts]
+        tails = self._context_tails.tails(maps.context_ids, contexts)
         setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
         if setting != self._scored_setting:
             self._scored_setting, self._scored_keys = setting, ContextKeys()
@@ -484,6 +485,7 @@ class PromptedLLM(Potential, HeldByRuns):
         state = super().__getstate__()
         state["_last_rows"], state["_context_keys"] = LastRows(), ContextKeys()
         state["_scored_setting"], state["_scored_keys"] = None, ContextKeys()
+        state["_context_tails"] = ContextTails()
         return state
 
     def spawn(
