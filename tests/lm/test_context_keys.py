@@ -184,7 +184,7 @@ async def test_a_critics_scores_step_by_step_equal_a_fresh_views_to_the_bit(llm)
     critic.set_prompt_from_str("A story about")
     rng = np.random.default_rng(4)
     critic._logprobs, asked = counting_calls(critic._logprobs)
-    async for contexts, scores in _grow(critic, rng, [[] for _ in range(5)], 12):
+    async for contexts, scores in _grow(critic, rng, [[] for _ in range(5)], 36):
         fresh = llm.spawn()
         fresh.set_prompt_from_str("A story about")
         np.testing.assert_array_equal(scores, await fresh.batch_score(contexts))
@@ -194,7 +194,8 @@ async def test_a_critics_scores_step_by_step_equal_a_fresh_views_to_the_bit(llm)
         np.testing.assert_array_equal(await critic.batch_score(ended), await fresh.batch_score(ended))
     # per step: rows of at most 5 parents (batch_score), none for repeated prefixes, and
     # at most 5 for the EOS terms (batch_complete, the ended contexts)
-    assert len(asked) > 12 and max(asked[4:]) <= 5
+    assert len(asked) > 36 and max(asked[4:]) <= 5
+    assert critic._context_tails._now  # past 31 tokens the contexts' ids came from the memo
 
 
 async def test_kept_scores_follow_the_temperature(llm):
