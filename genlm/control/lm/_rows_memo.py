@@ -161,7 +161,7 @@ class ContextTails:
         return out
 
     def _continued(self, context: Sequence[Any], n: int, context_ids: Callable) -> tuple | None:
-        place = _place(context[:-1] if n <= 4 else context[-4:-1], n - 1)
+        place = _place(context[-4:-1], n - 1)  # the parent's last three tokens
         for kept in (self._now.get(place), self._before.get(place)):
             for ids, tokens in (kept or {}).items():
                 if all(map(operator.is_, tokens, context)):

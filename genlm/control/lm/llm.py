@@ -367,10 +367,14 @@ class PromptedLLM(Potential, HeldByRuns):
         tails = self._context_tails.tails(maps.context_ids, contexts)
         keys = self._context_keys.keys(self._start, tails, len(maps.decode))
         uniq, inverse = _unique(keys)
-        # a closed backend answers nothing, kept rows included (its error names it)
-        setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
-        block, positions = await self._last_rows.rows(uniq, setting, self._logprobs_at)
+        block, positions = await self._last_rows.rows(uniq, self._rows_setting(), self._logprobs_at)
         return block, compose(positions, None if len(uniq) == len(keys) else inverse)
+
+    def _rows_setting(self) -> tuple:
+        """What a kept row or score depends on besides its ids: the model, its closed
+        state (a closed backend answers nothing, kept rows included: its error names
+        it), the temperature and the adapter."""
+        return (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
 
     async def batch_logw_next(self, contexts: Sequence[list]) -> list[LazyWeights]:
         """`logw_next` of each context from one backend batch (one forward on HF)."""
@@ -409,13 +413,13 @@ class PromptedLLM(Potential, HeldByRuns):
         `ContextKeys` of this view's own, made again when the model, its temperature
         or its adapter changes.
         """
-        maps = self.token_maps
+        maps, start = self.token_maps, self._start
         tails = self._context_tails.tails(maps.context_ids, contexts)
-        setting = (id(self.model), bool(getattr(self.model, "closed", False)), self._temperature, self.lora_name)
+        setting = self._rows_setting()
         if setting != self._scored_setting:
             self._scored_setting, self._scored_keys = setting, ContextKeys()
-        keys = self._scored_keys.keys(self._start, tails, len(maps.decode))
-        head = len(self._start)
+        keys = self._scored_keys.keys(start, tails, len(maps.decode))
+        head = len(start)
         rows: dict = {}  # the rows to ask for, by key
         picks: list[tuple[int, int, int]] = []  # (context, row, next id): the terms to add
         ends: list[tuple[int, int]] = []  # (context, row): the EOS terms, added after the sums
@@ -440,18 +444,15 @@ class PromptedLLM(Potential, HeldByRuns):
                 owner, r, col = np.array(picks, dtype=np.intp).T
                 picked = to_host(lp[torch.as_tensor(r, device=lp.device), torch.as_tensor(col, device=lp.device)])
                 sums = base + np.bincount(owner, picked, minlength=len(contexts))
-            if ends:
-                owner, r = np.array(ends, dtype=np.intp).T
-                eos = torch.logsumexp(lp[:, list(maps.eos_idxs)], dim=-1)
-                eos = to_host(eos[torch.as_tensor(r, device=lp.device)])
-                for key, value in zip(keys, sums.tolist()):
-                    key.logp = value
-                total = sums.copy()
-                total[owner] += eos.astype(np.float64)
-                return total
         for key, value in zip(keys, sums.tolist()):
             key.logp = value
-        return sums
+        if not ends:
+            return sums
+        owner, r = np.array(ends, dtype=np.intp).T
+        eos = torch.logsumexp(lp[:, list(maps.eos_idxs)], dim=-1)
+        total = sums.copy()
+        total[owner] += to_host(eos[torch.as_tensor(r, device=lp.device)]).astype(np.float64)
+        return total
 
     async def batch_prefix(self, contexts: Sequence[list]) -> np.ndarray:
         """`prefix(ctx) = Σ_i log p(ctx[i] | prompt + ctx[:i])` of each context."""
