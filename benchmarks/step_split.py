@@ -3,6 +3,7 @@
     python benchmarks/step_split.py                                 # embedded model: unconstrained, regex
     python benchmarks/step_split.py --only unconstrained,regex,json,sql --repeats 20
     python benchmarks/step_split.py --model tekken --only regex     # the suite's 131k-token model
+    python benchmarks/step_split.py --particles 1,4,16,64           # fixed and per-particle costs
 
 `run.py` and `real_tokenizers.py` give each workload's ratio to the floor; this script
 splits both sides of that ratio. Clocks are put around the library functions a step
@@ -25,6 +26,12 @@ every run, its forward on the same clock; its "draw and softmax" is its time out
 the forward. Sums over repeats after one warm-up run of each; torch on one thread;
 caches cleared before every run. The clocks cost about a microsecond per call, so the
 SMC figure here is a little above `run.py`'s.
+
+`--particles` runs each workload at several particle counts instead of its own and
+fits, by least squares, each part and the step's excess over the floor
+(`SMC - floor`) as `fixed + per_particle * N`: what a step costs the library whatever
+its batch, and what each particle adds. A ratio target `r` at `N` particles leaves
+`(r - 1) * floor(N)` for that excess.
 """
 
 from __future__ import annotations
@@ -193,6 +200,35 @@ async def split(model, label: str, llm, sampler, n: int, tokens: int, repeats: i
     }
 
 
+def fit(ns: list[int], values: list[float]) -> tuple[float, float]:
+    """`(fixed, per_particle)` of the least-squares line `fixed + per_particle * n`."""
+    import numpy as np
+
+    slope, intercept = np.polyfit(np.asarray(ns, dtype=float), np.asarray(values, dtype=float), 1)
+    return float(intercept), float(slope)
+
+
+def scaling_table(label: str, ns: list[int], rows: list[dict]) -> str:
+    """Milliseconds per step of `rows` (one per particle count in `ns`), with each
+    line's fit: its fixed milliseconds and its microseconds per particle."""
+    names = ["floor", "SMC", "SMC - floor", *rows[0]["parts"]]
+    value = {
+        "floor": lambda r: r["floor"],
+        "SMC": lambda r: r["smc"],
+        "SMC - floor": lambda r: r["smc"] - r["floor"],
+        **{name: (lambda r, name=name: r["parts"][name]) for name in rows[0]["parts"]},
+    }
+    lines = [f"{label}: ms per step by particles, and each line as fixed ms + µs per particle",
+             "| ms per step | " + " | ".join(f"N={n}" for n in ns) + " | fixed ms | µs per particle |",
+             "|---|" + "---:|" * (len(ns) + 2)]
+    for name in names:
+        values = [value[name](r) for r in rows]
+        fixed, per = fit(ns, values)
+        fixed, per = round(fixed, 2) + 0.0, round(per * 1e3, 1) + 0.0  # no "-0.00" from rounding noise
+        lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + f" | {fixed:.2f} | {per:.1f} |")
+    return "\n".join(lines)
+
+
 def table(rows: list[dict]) -> str:
     names = list(rows[0]["parts"])
     head = "| ms per step | floor | " + " | ".join(r["workload"] for r in rows) + " |"
@@ -216,16 +252,28 @@ async def main() -> None:
     ap.add_argument("--only", default="unconstrained,regex", help="unconstrained, regex (and on embedded json, sql)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--particles", default="", help="particle counts, comma-separated (e.g. 1,4,16,64): fit fixed + per-particle costs")
     args = ap.parse_args()
     torch.set_num_threads(1)
     names = [x for x in args.only.split(",") if x]
     model, jobs = (embedded if args.model == "embedded" else tekken)(names)
-    rows = []
+    counts = [int(x) for x in args.particles.split(",") if x]
+    if len(counts) == 1:
+        ap.error("--particles needs at least two counts to fit a line")
+    rows, tables = [], []
     for label, llm, sampler, n in jobs:
+        if counts:
+            name = label.split(" (")[0]
+            by_n = []
+            for count in counts:
+                by_n.append(await split(model, f"{name}, N={count}", llm, sampler, count, args.tokens, args.repeats))
+                print(by_n[-1], file=sys.stderr, flush=True)
+            tables.append(scaling_table(name, counts, by_n))
+            continue
         rows.append(await split(model, label, llm, sampler, n, args.tokens, args.repeats))
         print(rows[-1], file=sys.stderr, flush=True)
     print(f"load average: {os.getloadavg()}; model: {args.model}; {args.repeats} runs of {args.tokens} tokens each")
-    print(table(rows))
+    print("\n\n".join(tables) if counts else table(rows))
 
 
 if __name__ == "__main__":

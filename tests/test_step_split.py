@@ -55,3 +55,16 @@ def test_every_clock_fires_on_the_embedded_model_and_is_removed_after(step_split
     # only the constrained run asks the compiled engine for masks
     assert rows["regex"]["parts"]["constraint mask"] > 0
     assert rows["unconstrained"]["parts"]["constraint mask"] == 0
+
+
+def test_the_particle_fit_recovers_a_line_and_reports_each_part(step_split):
+    ns = [1, 4, 16, 64]
+    fixed, per = step_split.fit(ns, [0.5 + 0.03 * n for n in ns])
+    assert fixed == pytest.approx(0.5) and per == pytest.approx(0.03)
+    parts = {"forward": 1.0, "rest": 0.0}
+    rows = [{"floor": 1.0 + 0.02 * n, "smc": 1.6 + 0.05 * n, "parts": dict(parts, rest=0.1 * n)} for n in ns]
+    text = step_split.scaling_table("w", ns, rows)
+    lines = {line.split(" | ")[0].strip("| "): line.split(" | ")[-2:] for line in text.splitlines()[3:]}
+    assert lines["SMC - floor"] == ["0.60", "30.0 |"]  # 0.6 ms fixed, 0.03 ms = 30 µs per particle
+    assert lines["rest"] == ["0.00", "100.0 |"]
+    assert lines["forward"] == ["1.00", "0.0 |"]
