@@ -52,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _steps import counted_steps  # noqa: E402
 from floor import ForwardClock, clocked, lm_floor  # noqa: E402
@@ -202,8 +203,6 @@ async def split(model, label: str, llm, sampler, n: int, tokens: int, repeats: i
 
 def fit(ns: list[int], values: list[float]) -> tuple[float, float]:
     """`(fixed, per_particle)` of the least-squares line `fixed + per_particle * n`."""
-    import numpy as np
-
     slope, intercept = np.polyfit(np.asarray(ns, dtype=float), np.asarray(values, dtype=float), 1)
     return float(intercept), float(slope)
 
