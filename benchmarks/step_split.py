@@ -210,18 +210,12 @@ def fit(ns: list[int], values: list[float]) -> tuple[float, float]:
 def scaling_table(label: str, ns: list[int], rows: list[dict]) -> str:
     """Milliseconds per step of `rows` (one per particle count in `ns`), with each
     line's fit: its fixed milliseconds and its microseconds per particle."""
-    names = ["floor", "SMC", "SMC - floor", *rows[0]["parts"]]
-    value = {
-        "floor": lambda r: r["floor"],
-        "SMC": lambda r: r["smc"],
-        "SMC - floor": lambda r: r["smc"] - r["floor"],
-        **{name: (lambda r, name=name: r["parts"][name]) for name in rows[0]["parts"]},
-    }
+    by_row = [{"floor": r["floor"], "SMC": r["smc"], "SMC - floor": r["smc"] - r["floor"], **r["parts"]} for r in rows]
     lines = [f"{label}: ms per step by particles, and each line as fixed ms + µs per particle",
              "| ms per step | " + " | ".join(f"N={n}" for n in ns) + " | fixed ms | µs per particle |",
              "|---|" + "---:|" * (len(ns) + 2)]
-    for name in names:
-        values = [value[name](r) for r in rows]
+    for name in by_row[0]:
+        values = [row[name] for row in by_row]
         fixed, per = fit(ns, values)
         fixed, per = round(fixed, 2) + 0.0, round(per * 1e3, 1) + 0.0  # no "-0.00" from rounding noise
         lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + f" | {fixed:.2f} | {per:.1f} |")
